@@ -1,0 +1,192 @@
+"""The incremental classifier: feed vLLM's output line by line, ask for a diagnosis.
+
+Memory is bounded by the window (recent lines kept for the tail and context), never
+by the size of the log. Priority decides between rules: the rule that comes first
+in the pack wins, and among its matches the first occurrence is the evidence. When
+vLLM reports it is ready, earlier matches are dropped (they did not stop it); after
+a requested shutdown, generic wrapper errors are ignored.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from diagnostics.model import Category, Diagnosis, Evidence, State, failed_state
+from diagnostics.normalize import clean_raw, normalize
+from diagnostics.redact import Redactor, redact
+from diagnostics.rules import PHASES, Rule, RulePack, load_pack, template_fields
+
+MAX_STORED_LINE = 4096
+_CONTINUATION_LINES = 2
+
+
+@lru_cache(maxsize=1)
+def default_pack() -> RulePack:
+    return load_pack()
+
+
+@dataclass
+class _Hit:
+    rule: Rule
+    line: int
+    raw: str
+    text: str
+    following: list[str] = field(default_factory=list)
+
+
+class Classifier:
+    """Reads lines as they come and keeps what a diagnosis needs."""
+
+    def __init__(
+        self, pack: RulePack | None = None, *, window: int = 400, redactor: Redactor | None = None
+    ):
+        self.pack = pack or default_pack()
+        self.redact = redactor or redact
+        self.recent: deque[tuple[int, str]] = deque(maxlen=window)
+        self.phase = State.STARTING
+        self.lines = 0
+        self._best: _Hit | None = None
+        self._collecting: _Hit | None = None
+        self._frames: set[int] = set()
+        self._after: set[int] = set()
+        self._stopping = False
+        self._ids: list[int] = []
+
+    def feed(self, raw: str, lineno: int | None = None) -> State | None:
+        """Take one raw line; return the new phase when this line changed it."""
+        self.lines = lineno if lineno is not None else self.lines + 1
+        text = normalize(raw)
+        clean = clean_raw(raw)
+        self.recent.append((self.lines, clean[:MAX_STORED_LINE]))
+        if self._collecting is not None:
+            if raw.rstrip("\r\n") == text and len(self._collecting.following) < _CONTINUATION_LINES:
+                self._collecting.following.append(text[:MAX_STORED_LINE])
+            else:
+                self._collecting = None
+        ids = self._scan(text)
+        if not ids:
+            return None
+        changed = None
+        patterns = self.pack.patterns
+        for index in sorted(ids, key=lambda i: (patterns[i].kind != "traceback", i)):
+            pattern = patterns[index]
+            if pattern.kind == "traceback":
+                self._frames.clear()
+            elif pattern.kind == "frame":
+                self._frames.add(pattern.owner)
+            elif pattern.kind == "after":
+                self._after.add(pattern.owner)
+            elif pattern.kind == "phase" and pattern.regex.search(text):
+                changed = self._enter(self.pack.phases[pattern.owner].phase) or changed
+            elif pattern.kind == "rule" and pattern.regex.search(text):
+                self._consider(self.pack.rules[pattern.owner], clean, text)
+        return changed
+
+    def feed_all(self, lines: Iterable[str]) -> Classifier:
+        for line in lines:
+            self.feed(line)
+        return self
+
+    def tail(self, count: int = 60) -> list[str]:
+        """The last ``count`` lines seen (redacted), oldest first."""
+        lines = list(self.recent)[-count:]
+        return [self.redact(text) for _, text in lines]
+
+    def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
+        """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
+        if self._best is not None:
+            return self._render(self._best)
+        if exited or exit_code is not None:
+            how = f"with code {exit_code}" if exit_code is not None else ""
+            where = "after it was ready" if self.phase is State.READY else f"while {self.phase}"
+            return Diagnosis(
+                state=State.FAILED_TRANSIENT,
+                category=Category.UNKNOWN,
+                rule="no-rule-matched",
+                evidence=self._last_evidence(),
+                cause=f"vLLM exited {how} {where}; its output matches no known failure.".replace("  ", " "),
+                fix="The end of vLLM's output is attached; a restart may help. If it fails the "
+                "same way again, check the configuration named in that output.",
+            )
+        return Diagnosis(state=self.phase)
+
+    # internals
+
+    def _scan(self, text: str) -> set[int]:
+        ids: set[int] = set()
+        self.pack.database.scan(
+            text.encode("utf-8", "surrogateescape"),
+            match_event_handler=lambda i, _f, _t, _fl, _c: ids.add(i),
+        )
+        return ids
+
+    def _enter(self, name: str) -> State | None:
+        if name == "stopping":
+            self._stopping = True
+            return None
+        state = PHASES[name]
+        if state is State.READY:
+            # Whatever matched before did not stop vLLM from serving.
+            self._best = self._collecting = None
+            self._stopping = False
+        if state is self.phase:
+            return None
+        self.phase = state
+        return state
+
+    def _consider(self, rule: Rule, clean: str, text: str) -> None:
+        if self._stopping and rule.generic:
+            return
+        if rule.traceback_through and rule.priority not in self._frames:
+            return
+        if rule.after and rule.priority not in self._after:
+            return
+        if self._best is not None and self._best.rule.priority <= rule.priority:
+            return
+        self._best = self._collecting = _Hit(
+            rule, self.lines, clean[:MAX_STORED_LINE], text[:MAX_STORED_LINE]
+        )
+
+    def _captures(self, hit: _Hit) -> dict[str, str]:
+        texts = [hit.text]
+        for n in range(1, len(hit.following) + 1):
+            texts.append(hit.text + "".join(hit.following[:n]))
+            texts.append(" ".join([hit.text, *hit.following[:n]]))
+        found: dict[str, str] = {}
+        for regex in hit.rule.patterns:
+            for text in texts:
+                match = regex.search(text)
+                if not match:
+                    continue
+                for name, value in match.groupdict().items():
+                    if value is not None and name not in found:
+                        found[name] = value
+        return found
+
+    def _render(self, hit: _Hit) -> Diagnosis:
+        rule = hit.rule
+        values = {**rule.defaults, **self._captures(hit)}
+        needed = template_fields(rule.cause) | template_fields(rule.fix)
+        safe = {name: self.redact(values.get(name, "?")).strip() for name in needed}
+        return Diagnosis(
+            state=failed_state(rule.category),
+            category=rule.category,
+            rule=rule.id,
+            evidence=Evidence(hit.line, self.redact(hit.raw)),
+            cause=" ".join(self.redact(rule.cause.format_map(safe)).split()),
+            fix=" ".join(self.redact(rule.fix.format_map(safe)).split()),
+        )
+
+    def _last_evidence(self) -> Evidence | None:
+        for line, text in reversed(self.recent):
+            if text.strip():
+                return Evidence(line, self.redact(text))
+        return None
+
+
+def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagnosis:
+    """Classify a whole log given as lines (convenience for tests and small inputs)."""
+    return Classifier(pack).feed_all(lines).diagnosis()

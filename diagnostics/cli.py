@@ -1,0 +1,65 @@
+"""``diagnose``: triage vLLM startup logs offline.
+
+Exit codes:
+  0  every input was read; none shows a failed start
+  1  at least one input shows a failed start (permanent or transient)
+  2  usage error, unreadable/empty/binary input, or a broken rule pack
+     (a one-line message on stderr; other inputs are still diagnosed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from diagnostics.render import to_json, to_text
+from diagnostics.rules import RulePackError, load_pack
+from diagnostics.scan import InputError, classify_stream
+
+EXIT_OK, EXIT_FAILED_START, EXIT_ERROR = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="diagnose",
+        description="Say how far a vLLM start got and, if it failed, why and what to change.",
+        epilog="Exit codes: 0 no failed start, 1 a failed start found, 2 an input or the rule "
+        "pack could not be read. Accepts raw vLLM output, docker/kubectl logs and RunPod "
+        "console exports.",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="log file, or - for stdin")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--rules", metavar="PATH", help="rule pack folder or file (default: built in)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        pack = load_pack(args.rules)
+    except RulePackError as exc:
+        print(f"diagnose: broken rule pack: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    status = EXIT_OK
+    render = to_json if args.format == "json" else to_text
+    for name in args.files:
+        try:
+            if name == "-":
+                diagnosis = classify_stream(sys.stdin.buffer, pack)
+            else:
+                with Path(name).open("rb") as stream:
+                    diagnosis = classify_stream(stream, pack)
+        except (OSError, InputError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            print(f"diagnose: {name}: {reason}", file=sys.stderr)
+            status = EXIT_ERROR
+            continue
+        print(render(diagnosis, name), flush=True)
+        if diagnosis.failed and status == EXIT_OK:
+            status = EXIT_FAILED_START
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

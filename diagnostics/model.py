@@ -1,0 +1,93 @@
+"""The values the diagnostics core produces: states, categories, evidence, diagnoses."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass
+
+
+class State(enum.StrEnum):
+    """How far a vLLM start got, as read from its output."""
+
+    STARTING = "starting"
+    DOWNLOADING = "downloading"
+    LOADING = "loading"
+    READY = "ready"
+    FAILED_PERMANENT = "failed-permanent"
+    FAILED_TRANSIENT = "failed-transient"
+
+
+class Category(enum.StrEnum):
+    """Why a start failed. Each category is either permanent or transient."""
+
+    OOM = "oom"
+    KV_CACHE = "kv_cache"
+    GATED_MODEL = "gated_model"
+    REMOTE_CODE = "remote_code"
+    BAD_CONFIG = "bad_config"
+    MODEL_REQUIREMENT = "model_requirement"
+    MODEL_NOT_FOUND = "model_not_found"
+    CUDA_FAULT = "cuda_fault"
+    NETWORK = "network"
+    UNKNOWN = "unknown"
+
+    @property
+    def permanent(self) -> bool:
+        """A permanent failure fails the same way on every restart of the same configuration."""
+        return self not in _TRANSIENT
+
+
+_TRANSIENT = frozenset({Category.CUDA_FAULT, Category.NETWORK, Category.UNKNOWN})
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The line that shows the cause: 1-based line number in the raw input, and its text."""
+
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What a start reached and, when it failed, why and what to change.
+
+    ``category``, ``rule``, ``evidence``, ``cause`` and ``fix`` are None unless the
+    state is one of the failed states.
+    """
+
+    state: State
+    category: Category | None = None
+    rule: str | None = None
+    evidence: Evidence | None = None
+    cause: str | None = None
+    fix: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.state in (State.FAILED_PERMANENT, State.FAILED_TRANSIENT)
+
+    @property
+    def permanent(self) -> bool | None:
+        """True/False for a failed start; None while it has not failed."""
+        return self.category.permanent if self.failed and self.category else None
+
+    @property
+    def message(self) -> str | None:
+        """Cause and fix in one paragraph: what a job receives."""
+        if not self.failed:
+            return None
+        parts = [p.strip() for p in (self.cause, self.fix) if p and p.strip()]
+        return " ".join(parts)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["state"] = str(self.state)
+        data["category"] = str(self.category) if self.category else None
+        data["permanent"] = self.permanent
+        data["message"] = self.message
+        return data
+
+
+def failed_state(category: Category) -> State:
+    return State.FAILED_PERMANENT if category.permanent else State.FAILED_TRANSIENT

@@ -1,0 +1,301 @@
+"""Load and validate the rule pack (``rules/*.yaml``).
+
+A pack is a folder of YAML files read in file-name order; file order, then order
+inside a file, is priority: when several rules match a log, the earliest rule wins.
+Each file may hold ``rules:`` (failure rules) and ``phases:`` (progress markers).
+Everything is checked on load; a broken pack raises one :class:`RulePackError`
+naming the file, the rule and the field. Every pattern must also compile in
+Hyperscan, the multi-pattern engine used to prefilter lines.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import hyperscan
+import yaml
+
+from diagnostics.model import Category, State
+
+_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_RULE_KEYS = {"id", "category", "permanent", "patterns", "when", "cause", "fix", "defaults",
+              "generic", "note"}
+_REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
+_WHEN_KEYS = {"traceback_through", "after"}
+_PHASE_KEYS = {"phase", "patterns", "note"}
+_FILE_KEYS = {"rules", "phases"}
+# Progress markers: "stopping" marks a requested shutdown, after which generic
+# wrapper errors (EngineDeadError...) are expected and not a failure.
+PHASES = {
+    "downloading": State.DOWNLOADING,
+    "loading": State.LOADING,
+    "ready": State.READY,
+    "stopping": None,
+}
+TRACEBACK_START = r"Traceback \(most recent call last\)"
+
+
+class RulePackError(Exception):
+    """Raised when the rule pack cannot be read or fails validation."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    category: Category
+    permanent: bool
+    patterns: tuple[re.Pattern[str], ...]
+    cause: str
+    fix: str
+    priority: int
+    source: str
+    traceback_through: tuple[re.Pattern[str], ...] = ()
+    after: tuple[re.Pattern[str], ...] = ()
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    generic: bool = False
+
+
+@dataclass(frozen=True)
+class Phase:
+    phase: str
+    patterns: tuple[re.Pattern[str], ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One entry of the Hyperscan database and what it stands for."""
+
+    kind: str  # "rule" | "phase" | "traceback" | "frame" | "after"
+    owner: int  # index into rules / phases; unused for "traceback"
+    regex: re.Pattern[str]
+
+
+class RulePack:
+    """Validated rules and phase markers, plus the compiled prefilter."""
+
+    def __init__(self, rules: list[Rule], phases: list[Phase], files: list[str]):
+        self.rules = rules
+        self.phases = phases
+        self.files = files
+        self.patterns: list[Pattern] = []
+        for p in phases:
+            self.patterns += [Pattern("phase", phases.index(p), rx) for rx in p.patterns]
+        for rule in rules:
+            self.patterns += [Pattern("rule", rule.priority, rx) for rx in rule.patterns]
+            self.patterns += [Pattern("frame", rule.priority, rx) for rx in rule.traceback_through]
+            self.patterns += [Pattern("after", rule.priority, rx) for rx in rule.after]
+        self.patterns.append(Pattern("traceback", -1, re.compile(TRACEBACK_START)))
+        self.database = _compile(self.patterns)
+
+    def by_id(self, rule_id: str) -> Rule:
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        raise KeyError(rule_id)
+
+
+def default_rules_dir() -> Path:
+    """The pack shipped with the project: ``rules/`` in a checkout, package data when installed."""
+    source_tree = Path(__file__).resolve().parent.parent / "rules"
+    if source_tree.is_dir():
+        return source_tree
+    return Path(str(resources.files("diagnostics.rulepack")))
+
+
+def load_pack(path: Path | str | None = None) -> RulePack:
+    """Read every ``*.yaml`` in ``path`` (a folder) or the one file ``path`` names."""
+    root = Path(path) if path is not None else default_rules_dir()
+    if root.is_dir():
+        files = sorted(root.glob("*.yaml"))
+    elif root.is_file():
+        files = [root]
+    else:
+        raise RulePackError(f"{root}: no such rule file or folder")
+    if not files:
+        raise RulePackError(f"{root}: no *.yaml rule files")
+    rules: list[Rule] = []
+    phases: list[Phase] = []
+    seen: dict[str, str] = {}
+    for file in files:
+        try:
+            doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RulePackError(f"{file.name}: cannot read: {exc}") from exc
+        except yaml.YAMLError as exc:
+            detail = " ".join(str(exc).split())
+            raise RulePackError(f"{file.name}: invalid YAML: {detail}") from exc
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise RulePackError(f"{file.name}: top level must be a mapping with 'rules' and/or 'phases'")
+        unknown = set(doc) - _FILE_KEYS
+        if unknown:
+            raise RulePackError(f"{file.name}: unknown top-level key(s) {sorted(unknown)}")
+        for index, raw in enumerate(_as_list(doc.get("phases", []), file.name, "phases")):
+            phases.append(_phase(raw, file.name, index))
+        for index, raw in enumerate(_as_list(doc.get("rules", []), file.name, "rules")):
+            rule = _rule(raw, file.name, index, priority=len(rules))
+            if rule.id in seen:
+                raise RulePackError(
+                    f"{file.name}: rule {rule.id!r}: field id: duplicate (first defined in {seen[rule.id]})"
+                )
+            seen[rule.id] = file.name
+            rules.append(rule)
+    if not rules:
+        raise RulePackError(f"{root}: the pack defines no rules")
+    return RulePack(rules, phases, [f.name for f in files])
+
+
+def _as_list(value: object, file: str, key: str) -> list:
+    if not isinstance(value, list):
+        raise RulePackError(f"{file}: {key!r} must be a list")
+    return value
+
+
+def _regexes(value: object, where: str, field_name: str) -> tuple[re.Pattern[str], ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise RulePackError(f"{where}: field {field_name}: must be a non-empty list of regex strings")
+    compiled = []
+    for text in value:
+        try:
+            compiled.append(re.compile(text))
+        except re.error as exc:
+            raise RulePackError(f"{where}: field {field_name}: bad regex {text!r}: {exc}") from exc
+        try:
+            _compile([Pattern("check", 0, compiled[-1])])
+        except RulePackError as exc:
+            raise RulePackError(f"{where}: field {field_name}: {exc}") from None
+    return tuple(compiled)
+
+
+def _phase(raw: object, file: str, index: int) -> Phase:
+    where = f"{file}: phase #{index + 1}"
+    if not isinstance(raw, dict):
+        raise RulePackError(f"{where}: must be a mapping")
+    unknown = set(raw) - _PHASE_KEYS
+    if unknown:
+        raise RulePackError(f"{where}: unknown field(s) {sorted(unknown)}")
+    name = raw.get("phase")
+    if name not in PHASES:
+        raise RulePackError(f"{where}: field phase: {name!r} is not one of {sorted(PHASES)}")
+    return Phase(name, _regexes(raw.get("patterns"), where, "patterns"), file)
+
+
+def _rule(raw: object, file: str, index: int, priority: int) -> Rule:
+    if not isinstance(raw, dict):
+        raise RulePackError(f"{file}: rule #{index + 1}: must be a mapping")
+    rule_id = raw.get("id")
+    where = f"{file}: rule {rule_id!r}" if isinstance(rule_id, str) else f"{file}: rule #{index + 1}"
+    unknown = set(raw) - _RULE_KEYS
+    if unknown:
+        raise RulePackError(f"{where}: unknown field(s) {sorted(unknown)}")
+    for key in _REQUIRED:
+        if key not in raw:
+            raise RulePackError(f"{where}: field {key}: missing")
+    if not isinstance(rule_id, str) or not _ID.match(rule_id):
+        raise RulePackError(f"{where}: field id: must be kebab-case (a-z, 0-9, '-')")
+    try:
+        category = Category(raw["category"])
+    except ValueError:
+        raise RulePackError(
+            f"{where}: field category: {raw['category']!r} is not one of {[str(c) for c in Category]}"
+        ) from None
+    permanent = raw["permanent"]
+    if not isinstance(permanent, bool):
+        raise RulePackError(f"{where}: field permanent: must be true or false")
+    if permanent != category.permanent:
+        raise RulePackError(
+            f"{where}: field permanent: category {category} is "
+            f"{'permanent' if category.permanent else 'transient'}, so permanent must be "
+            f"{str(category.permanent).lower()}"
+        )
+    patterns = _regexes(raw["patterns"], where, "patterns")
+    when = raw.get("when") or {}
+    if not isinstance(when, dict) or set(when) - _WHEN_KEYS:
+        raise RulePackError(f"{where}: field when: allowed keys are {sorted(_WHEN_KEYS)}")
+    through = _regexes(when["traceback_through"], where, "when.traceback_through") if "traceback_through" in when else ()
+    after = _regexes(when["after"], where, "when.after") if "after" in when else ()
+    defaults = raw.get("defaults") or {}
+    if not isinstance(defaults, dict) or not all(isinstance(v, str) for v in defaults.values()):
+        raise RulePackError(f"{where}: field defaults: must map capture names to strings")
+    generic = raw.get("generic", False)
+    if not isinstance(generic, bool):
+        raise RulePackError(f"{where}: field generic: must be true or false")
+    for key in ("cause", "fix"):
+        _check_template(raw[key], patterns, defaults, where, key)
+    return Rule(
+        id=rule_id,
+        category=category,
+        permanent=permanent,
+        patterns=patterns,
+        cause=raw["cause"].strip(),
+        fix=raw["fix"].strip(),
+        priority=priority,
+        source=file,
+        traceback_through=through,
+        after=after,
+        defaults=dict(defaults),
+        generic=generic,
+    )
+
+
+def template_fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+
+
+def _check_template(template: object, patterns, defaults, where: str, key: str) -> None:
+    if not isinstance(template, str) or not template.strip():
+        raise RulePackError(f"{where}: field {key}: must be a non-empty string")
+    try:
+        names = template_fields(template)
+    except ValueError as exc:
+        raise RulePackError(f"{where}: field {key}: bad template: {exc}") from exc
+    for name in names:
+        if not name.isidentifier():
+            raise RulePackError(f"{where}: field {key}: '{{{name}}}' is not a capture name")
+        missing = [i + 1 for i, rx in enumerate(patterns) if name not in rx.groupindex]
+        if missing and name not in defaults:
+            raise RulePackError(
+                f"{where}: field {key}: '{{{name}}}' has no named capture in pattern(s) "
+                f"{missing} and no default"
+            )
+
+
+def _compile(patterns: list[Pattern]) -> hyperscan.Database:
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    expressions = [_unanchored(p.regex.pattern).encode("utf-8") for p in patterns]
+    flags = [_hs_flags(p.regex) for p in patterns]
+    try:
+        db.compile(expressions=expressions, ids=list(range(len(expressions))),
+                   elements=len(expressions), flags=flags)
+    except hyperscan.error as exc:
+        raise RulePackError(f"pattern not supported by Hyperscan: {exc}") from None
+    return db
+
+
+def _unanchored(pattern: str) -> str:
+    """The prefilter form: raw lines still carry prefixes, so ^ and $ cannot hold there.
+
+    Python's re applies the anchors to the normalised line afterwards.
+    """
+    if pattern.startswith("^"):
+        pattern = pattern[1:]
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1]
+    return pattern
+
+
+def _hs_flags(regex: re.Pattern[str]) -> int:
+    # No UTF-8 mode: logs may hold invalid UTF-8, which that mode does not allow.
+    flags = hyperscan.HS_FLAG_ALLOWEMPTY
+    if regex.flags & re.IGNORECASE:
+        flags |= hyperscan.HS_FLAG_CASELESS
+    return flags

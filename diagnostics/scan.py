@@ -1,0 +1,125 @@
+"""Classify a whole log read from a binary stream, fast and in bounded memory.
+
+The stream is read in blocks; Hyperscan scans each block for every pattern of the
+pack at once, and only the lines it hits (plus the two lines after each, which may
+continue a wrapped message) go through normalisation and the classifier. Lines
+that hold ANSI escape codes are always passed on, since colour codes can split a
+pattern. The result is the same as feeding every line to the classifier.
+
+RunPod's console exports list the newest line first; such a log is detected from
+its first lines and read back to front (it is held in memory: these exports are small).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from diagnostics.classifier import Classifier
+from diagnostics.model import Diagnosis
+from diagnostics.rules import RulePack
+
+BLOCK_SIZE = 8 * 1024 * 1024
+_FOLLOWING = 2
+_RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
+_REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
+_MAX_REVERSED = 64 * 1024 * 1024
+
+
+class InputError(Exception):
+    """Raised when an input cannot be classified (empty or binary)."""
+
+
+def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK_SIZE) -> Diagnosis:
+    first = stream.read(block_size)
+    if not first:
+        raise InputError("empty input")
+    if b"\x00" in first[:65536]:
+        raise InputError("binary input (NUL bytes), not a text log")
+    classifier = Classifier(pack)
+    if _looks_reversed(first):
+        rest = stream.read(_MAX_REVERSED)
+        lines = (first + rest).splitlines()
+        for index, line in enumerate(reversed(lines)):
+            # Evidence line numbers refer to the file as given.
+            classifier.feed(line.decode("utf-8", "replace"), len(lines) - index)
+        return classifier.diagnosis()
+    for lineno, line in candidate_lines(_blocks(first, stream, block_size), pack):
+        classifier.feed(line, lineno)
+    return classifier.diagnosis()
+
+
+def _looks_reversed(block: bytes) -> bool:
+    head = block[:65536].splitlines()[:50]
+    if not head or not _RUNPOD_CONSOLE.match(head[0]):
+        return False
+    console = sum(1 for line in head if _RUNPOD_CONSOLE.match(line))
+    if console * 2 < len(head):
+        return False
+    # Newest first: the final "worker exited" line or a traceback's last line on top.
+    first_tb = block.find(b"Traceback (most recent call last)")
+    first_exc = re.search(rb"\]\s*\w+(?:Error|Exception): ", block)
+    return any(h in head[0] for h in _REVERSED_HINTS) or (
+        first_exc is not None and (first_tb == -1 or first_exc.start() < first_tb)
+    )
+
+
+def _blocks(first: bytes, stream: BinaryIO, block_size: int) -> Iterator[bytes]:
+    """Blocks that end on a line boundary (the last may not)."""
+    carry = first
+    while True:
+        more = stream.read(block_size)
+        if not more:
+            if carry:
+                yield carry
+            return
+        data = carry + more
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        yield data[: cut + 1]
+        carry = data[cut + 1 :]
+
+
+def candidate_lines(blocks, pack: RulePack) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line a pattern could match, in order."""
+    lineno_base = 0  # lines in earlier blocks
+    for block in blocks:
+        ends: list[int] = []
+        pack.database.scan(block, match_event_handler=lambda _i, _f, t, _fl, _c: ends.append(t))
+        starts = _hit_line_starts(block, ends)
+        pos = 0
+        lineno = lineno_base
+        last_sent = -1
+        for start in starts:
+            line_start = start
+            for _ in range(_FOLLOWING + 1):
+                if line_start >= len(block):
+                    break
+                if line_start > last_sent:
+                    lineno += block.count(b"\n", pos, line_start)
+                    pos = line_start
+                    end = block.find(b"\n", line_start)
+                    end = len(block) if end < 0 else end
+                    yield lineno + 1, block[line_start:end].decode("utf-8", "replace")
+                    last_sent = line_start
+                    line_start = end + 1
+                else:
+                    end = block.find(b"\n", line_start)
+                    line_start = len(block) if end < 0 else end + 1
+        lineno_base = lineno + block.count(b"\n", pos)
+
+
+def _hit_line_starts(block: bytes, ends: list[int]) -> list[int]:
+    starts = {block.rfind(b"\n", 0, max(end - 1, 0)) + 1 for end in ends}
+    # A match ending exactly at a newline belongs to the line before it.
+    index = block.find(b"\x1b[")
+    while index >= 0:
+        starts.add(block.rfind(b"\n", 0, index) + 1)
+        nxt = block.find(b"\n", index)
+        if nxt < 0:
+            break
+        index = block.find(b"\x1b[", nxt)
+    return sorted(starts)
