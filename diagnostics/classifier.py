@@ -107,7 +107,9 @@ class Classifier:
                 category=Category.UNKNOWN,
                 rule="no-rule-matched",
                 evidence=self._last_evidence(),
-                cause=f"vLLM exited {how} {where}; its output matches no known failure.".replace("  ", " "),
+                cause=f"vLLM exited {how} {where}; its output matches no known failure.".replace(
+                    "  ", " "
+                ),
                 fix="The end of vLLM's output is attached; a restart may help. If it fails the "
                 "same way again, check the configuration named in that output.",
             )

@@ -30,7 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="log file, or - for stdin")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--rules", metavar="PATH", help="rule pack folder or file (default: built in)")
+    parser.add_argument(
+        "--rules", metavar="PATH", help="rule pack folder or file (default: built in)"
+    )
     return parser
 
 

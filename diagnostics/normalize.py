@@ -19,15 +19,18 @@ _PREFIXES = re.compile(
     r"""^(?:
       \s*\|\s*\d{4}-\d\d-\d\dT[\d:.]+Z?\s*\|\s*                      # CloudWatch gutter
     | \s*\|\s+(?=\[\d{4}-\d\d-\d\dT)                                # Buildkite gutter
-    | \[\d{4}-\d\d-\d\dT[\d:.]+Z?\]\s*                              # Buildkite [2024-09-05T00:38:34Z]
-    | \d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s*\|)?\s+  # ISO / docker --timestamps
+    | \[\d{4}-\d\d-\d\dT[\d:.]+Z?\]\s*                              # Buildkite [2024-...Z]
+    # ISO timestamps (docker --timestamps, kubectl --timestamps):
+    | \d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s*\|)?\s+
     | [A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?\s*\|\s*    # Modal gutter
     | [A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w.\-/]+(?:\[\d+\])?:\s  # journald
     | [a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]\s?       # RunPod console
     | [\w.\-]{1,64}(?:-\d+)?\s+\|\s                                 # docker compose service |
     | \((?:[\w:.\-]+(?:\ [\w=.:\-]+)*\ )?pid=\d+(?:,\ ip=[\w.:\-]+)?\)\s*  # (EngineCore_DP0 pid=1)
     | \[rank\d+\]:\s*                                               # torch distributed
-    | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[?[\w.\-]+\.py:\d+\]\s?  # vLLM
+    # vLLM's own header: LEVEL MM-DD HH:MM:SS [file.py:N] (V0: without the "[")
+    | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+
+      \[?[\w.\-]+\.py:\d+\]\s?
     | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):\s+                # uvicorn / logging default
     | \[(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]\s*
     )""",

@@ -7,7 +7,12 @@ from collections.abc import Iterable
 
 _PATTERNS = (
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), "hf_***"),
-    (re.compile(r"(?i)\b(authorization\b[\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?[^\s\"',}]+"), r"\1***"),
+    (
+        re.compile(
+            r"(?i)\b(authorization\b[\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?[^\s\"',}]+"
+        ),
+        r"\1***",
+    ),
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1***"),
     (
         re.compile(
@@ -16,7 +21,12 @@ _PATTERNS = (
         ),
         r"\1***",
     ),
-    (re.compile(r"(?i)(['\"](?:hf_token|token|api_key|password)['\"]\s*:\s*['\"])(?!None)[^'\"]+"), r"\1***"),
+    (
+        re.compile(
+            r"(?i)(['\"](?:hf_token|token|api_key|password)['\"]\s*:\s*['\"])(?!None)[^'\"]+"
+        ),
+        r"\1***",
+    ),
 )
 
 

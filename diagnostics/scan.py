@@ -87,9 +87,7 @@ def candidate_lines(blocks, pack: RulePack) -> Iterator[tuple[int, str]]:
     """(line number, text) of every line a pattern could match, in order."""
     lineno_base = 0  # lines in earlier blocks
     for block in blocks:
-        ends: list[int] = []
-        pack.database.scan(block, match_event_handler=lambda _i, _f, t, _fl, _c: ends.append(t))
-        starts = _hit_line_starts(block, ends)
+        starts = _hit_line_starts(block, _match_ends(pack, block))
         pos = 0
         lineno = lineno_base
         last_sent = -1
@@ -110,6 +108,12 @@ def candidate_lines(blocks, pack: RulePack) -> Iterator[tuple[int, str]]:
                     end = block.find(b"\n", line_start)
                     line_start = len(block) if end < 0 else end + 1
         lineno_base = lineno + block.count(b"\n", pos)
+
+
+def _match_ends(pack: RulePack, block: bytes) -> list[int]:
+    ends: list[int] = []
+    pack.database.scan(block, match_event_handler=lambda _i, _f, t, _fl, _c: ends.append(t))
+    return ends
 
 
 def _hit_line_starts(block: bytes, ends: list[int]) -> list[int]:

@@ -1,0 +1,117 @@
+"""The incremental classifier: same verdict fed line by line as read in blocks, bounded
+memory, ready and shutdown handling, secrets redacted."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from diagnostics import Classifier, State
+from diagnostics.rules import load_pack
+from diagnostics.scan import classify_stream
+from tests.diag_cases import case_id, labelled
+
+PACK = load_pack()
+CASES = labelled()
+
+
+@pytest.mark.parametrize(("path", "entry"), CASES, ids=[case_id(p) for p, _ in CASES])
+def test_line_by_line_equals_block_scan(path, entry):
+    data = path.read_bytes()
+    if data.startswith(b"datgo1t12vudsh"):
+        pytest.skip("reversed RunPod console export: only the file reader re-orders it")
+    classifier = Classifier(PACK)
+    for line in data.decode("utf-8", "replace").splitlines():
+        classifier.feed(line)
+    # A tiny block size also exercises lines split across blocks.
+    small = classify_stream(io.BytesIO(data), PACK, block_size=4096)
+    assert classifier.diagnosis() == small
+
+
+def test_memory_is_bounded_by_the_window():
+    classifier = Classifier(PACK, window=50)
+    for n in range(3_000):
+        classifier.feed(f"(APIServer pid=1) INFO 11-29 17:19:17 [x.py:1] line {n} " + "x" * 6_000)
+    assert len(classifier.recent) == 50
+    assert all(len(text) <= 4096 for _, text in classifier.recent)
+
+
+def test_progress_phases():
+    classifier = Classifier(PACK)
+    assert classifier.phase is State.STARTING
+    assert (
+        classifier.feed(
+            "(Worker pid=3) INFO 11-29 17:19:30 [cpu_model_runner.py:68] Starting to load model /m..."
+        )
+        is State.LOADING
+    )
+    assert classifier.feed("Loading safetensors checkpoint shards: 100% Completed | 1/1") is None
+    assert classifier.feed("INFO:     Application startup complete.") is State.READY
+    assert classifier.diagnosis().state is State.READY
+
+
+def test_an_error_before_ready_did_not_stop_the_start():
+    classifier = Classifier(PACK)
+    classifier.feed("RuntimeError: something harmless was logged")
+    assert classifier.diagnosis().failed
+    classifier.feed("INFO:     Application startup complete.")
+    assert classifier.diagnosis().state is State.READY
+
+
+def test_shutdown_wrappers_are_not_a_failure_but_a_real_error_is():
+    classifier = Classifier(PACK)
+    classifier.feed("INFO:     Application startup complete.")
+    classifier.feed(
+        "(APIServer pid=1) INFO 11-29 17:20:00 [launcher.py:1] [shutdown] API server: shutdown triggered"
+    )
+    classifier.feed("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.")
+    assert classifier.diagnosis().state is State.READY
+    classifier.feed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    assert classifier.diagnosis().rule == "cuda-oom-allocate"
+
+
+def test_exit_without_a_recognised_cause_is_transient_unknown():
+    classifier = Classifier(PACK)
+    classifier.feed("(Worker pid=3) INFO 11-29 17:19:30 [x.py:68] Starting to load model /m...")
+    diagnosis = classifier.diagnosis(exit_code=-11)
+    assert diagnosis.state is State.FAILED_TRANSIENT
+    assert diagnosis.rule == "no-rule-matched"
+    assert "code -11" in diagnosis.cause and "while loading" in diagnosis.cause
+
+
+def test_numbers_from_the_log_reach_the_fix():
+    line = (
+        "(EngineCore pid=7) ERROR 11-29 17:19:50 [core.py:1] ValueError: To serve at least one "
+        "request with the models's max seq len (32768), (4.00 GiB KV cache is needed, which is "
+        "larger than the available KV cache memory (2.27 GiB). Based on the available memory, "
+        "the estimated maximum model length is 18592. Try increasing `gpu_memory_utilization`"
+    )
+    diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+    assert diagnosis.category == "kv_cache"
+    assert "MAX_MODEL_LEN to 18592" in diagnosis.fix
+    assert "4.00 GiB" in diagnosis.cause and "2.27 GiB" in diagnosis.cause
+
+
+def test_captures_survive_a_terminal_wrap():
+    lines = [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.44 GiB. GPU 0 has a total capac",
+        "ity of 79.14 GiB of which 3.14 GiB is free.",
+    ]
+    diagnosis = Classifier(PACK).feed_all(lines).diagnosis()
+    assert "79.14 GiB in total" in diagnosis.cause
+    assert diagnosis.evidence.line == 1
+
+
+def test_secrets_never_reach_the_diagnosis():
+    token = "hf_" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1"
+    lines = [
+        f"(APIServer pid=1) INFO 11-29 [x.py:1] env HF_TOKEN={token} Authorization: Bearer {token}",
+        f"401 Client Error: Unauthorized for url: https://huggingface.co/org/m/resolve/main/config.json token={token}",
+    ]
+    classifier = Classifier(PACK).feed_all(lines)
+    diagnosis = classifier.diagnosis()
+    assert diagnosis.category == "gated_model"
+    rendered = str(diagnosis.to_dict()) + " ".join(classifier.tail())
+    assert token not in rendered
+    assert "HF_TOKEN" in diagnosis.fix

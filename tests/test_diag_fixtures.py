@@ -1,0 +1,54 @@
+"""Every real fixture log: expected verdict (table) and the full diagnosis (snapshots)."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnostics.model import Category, State
+from diagnostics.render import to_json, to_text
+from diagnostics.rules import load_pack
+from diagnostics.scan import classify_stream
+from tests.diag_cases import FIXTURES, case_id, labelled
+
+PACK = load_pack()
+CASES = labelled()
+
+
+def _diagnose(path):
+    with path.open("rb") as stream:
+        return classify_stream(stream, PACK)
+
+
+@pytest.mark.parametrize(("path", "entry"), CASES, ids=[case_id(p) for p, _ in CASES])
+def test_expected_state_and_category(path, entry):
+    diagnosis = _diagnose(path)
+    label = entry["category"]
+    if label == "ok":
+        assert diagnosis.state is State.READY
+        assert diagnosis.category is None
+        return
+    expected = Category.UNKNOWN if label == "other" else Category(label)
+    assert diagnosis.category is expected, diagnosis
+    assert diagnosis.state is (
+        State.FAILED_PERMANENT if expected.permanent else State.FAILED_TRANSIENT
+    )
+    if label in ("cuda_fault", "network"):
+        assert diagnosis.permanent is False
+    # The evidence is a line of the file, at the line number given.
+    raw = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    assert diagnosis.evidence is not None
+    assert 1 <= diagnosis.evidence.line <= len(raw)
+
+
+@pytest.mark.parametrize(("path", "entry"), CASES, ids=[case_id(p) for p, _ in CASES])
+def test_snapshot(path, entry, snapshot):
+    diagnosis = _diagnose(path)
+    name = str(path.relative_to(FIXTURES))
+    assert to_json(diagnosis, name) == snapshot(name="json")
+    assert to_text(diagnosis, name) == snapshot(name="text")
+
+
+def test_there_are_fixtures_of_every_category():
+    labels = {entry["category"] for _, entry in CASES}
+    wanted = {str(c) for c in Category} - {"unknown"}
+    assert wanted <= labels

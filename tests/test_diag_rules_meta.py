@@ -1,0 +1,100 @@
+"""Meta-tests of the shipped rule pack: every rule is backed by real logs, and rules
+that compete are kept apart by near-miss fixtures."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from diagnostics.normalize import normalize
+from diagnostics.rules import load_pack
+from diagnostics.scan import classify_stream
+from tests.diag_cases import FIXTURES, labelled
+
+PACK = load_pack()
+
+
+@cache
+def _normalized(path) -> tuple[str, ...]:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return tuple(normalize(line) for line in text.splitlines())
+
+
+def _fixtures_matching(rule) -> list[str]:
+    return [
+        str(path.relative_to(FIXTURES))
+        for path, _ in labelled()
+        if any(rx.search(line) for rx in rule.patterns for line in _normalized(path))
+    ]
+
+
+@pytest.mark.parametrize("rule", PACK.rules, ids=[r.id for r in PACK.rules])
+def test_every_rule_matches_a_real_fixture(rule):
+    assert _fixtures_matching(rule), f"rule {rule.id} matches no fixture under fixtures/"
+
+
+def test_rule_permanence_follows_category():
+    for rule in PACK.rules:
+        assert rule.permanent is rule.category.permanent
+
+
+def test_generic_rules_come_last():
+    generic = [r.priority for r in PACK.rules if r.generic]
+    specific = [r.priority for r in PACK.rules if not r.generic]
+    assert generic and max(specific) < min(generic)
+
+
+# (fixture, rule that also matches lines in it but must not decide it, rule that must)
+NEAR_MISSES = [
+    # The hub answers 401 for a missing repo; "Repository Not Found" follows.
+    (
+        "corpus/model_not_found/guardkit-ngc2601-v013-qwen25-14b-fp8-repo-does-not-exist.log",
+        "hub-access-refused",
+        "repo-not-found",
+    ),
+    # OOM while profiling is oom even though a CUDA error wrapper follows.
+    (
+        "corpus/oom/vllm-188-wsl2-3090-opt125m-cpu-swap-pinned-oom.log",
+        "gpu-runtime-fault",
+        "cuda-oom",
+    ),
+    # The architecture error beats the generic pydantic/ValueError rules.
+    (
+        "corpus/model_requirement/vllm-11155-codeshell-arch-not-supported-api-server.log",
+        "unhandled-exception",
+        "architecture-not-supported",
+    ),
+    # A requirement stated in model code is permanent; other model-code errors are not.
+    (
+        "corpus/model_requirement/vllm-16474-v083-rocm-mi300x-llama4-fp8-moe-per-channel-unsupported.log",
+        "model-code-error",
+        "model-code-requirement",
+    ),
+    # The root cause beats the engine wrappers printed after it.
+    (
+        "corpus/kv_cache/vllm-17431-v085-a800-qwen3-8b-v1-util04-no-cache-blocks.log",
+        "engine-wrapper",
+        "kv-cache-no-memory",
+    ),
+    # An NCCL failure after a harmless warning-level line is a fault, not a config error.
+    (
+        "corpus/cuda_fault/vllm-4383-v041-docker-tp2-3090-nccl-shm-too-small.log",
+        "unhandled-exception",
+        "nccl-failure",
+    ),
+    # Port already in use after startup: not a config problem.
+    (
+        "corpus/other/vllm-9556-tp4-pp2-l40s-port-8000-in-use-after-startup.log",
+        "unhandled-exception",
+        "port-in-use",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fixture", "loser", "winner"), NEAR_MISSES)
+def test_near_miss(fixture, loser, winner):
+    path = FIXTURES / fixture
+    assert any(rx.search(line) for rx in PACK.by_id(loser).patterns for line in _normalized(path))
+    with path.open("rb") as stream:
+        assert classify_stream(stream, PACK).rule == winner
