@@ -15,7 +15,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str]) -> int:
-    roots = [Path(a) for a in argv] or [ROOT / "fixtures" / "corpus", ROOT / "fixtures" / "vllm-0.32"]
+    roots = [Path(a) for a in argv] or [
+        ROOT / "fixtures" / "corpus",
+        ROOT / "fixtures" / "vllm-0.32",
+    ]
     pack = load_pack()
     for root in roots:
         if not (root / "manifest.jsonl").exists():

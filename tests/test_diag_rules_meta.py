@@ -83,12 +83,6 @@ NEAR_MISSES = [
         "unhandled-exception",
         "nccl-failure",
     ),
-    # Port already in use after startup: not a config problem.
-    (
-        "corpus/other/vllm-9556-tp4-pp2-l40s-port-8000-in-use-after-startup.log",
-        "unhandled-exception",
-        "port-in-use",
-    ),
 ]
 
 

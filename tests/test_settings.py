@@ -1,0 +1,255 @@
+"""worker.settings: one frozen Settings from the environment; bad values name the variable."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from worker import settings as settings_mod
+from worker.errors import ConfigError
+from worker.flags import ALIASES, WORKER_ENV
+from worker.settings import ENV_DOCS, Settings, load_settings
+
+MODEL = {"MODEL_NAME": "org/model"}
+
+
+@pytest.fixture(autouse=True)
+def no_baked_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests run the same whether or not this machine has a /model/baked.json."""
+    monkeypatch.setattr(settings_mod, "DEFAULT_MANIFEST", str(tmp_path / "absent.json"))
+
+
+def test_defaults() -> None:
+    s = load_settings(MODEL)
+    assert s == Settings(
+        vllm_command=["vllm", "serve"],
+        vllm_port=8000,
+        startup_timeout_s=3600.0,
+        stall_timeout_s=600.0,
+        max_concurrency=30,
+        request_timeout_s=600.0,
+        base_path=Path("/runpod-volume"),
+        transient_answer_timeout_s=30.0,
+        shutdown_grace_s=10.0,
+        vllm_args=["--model", "org/model"],
+        warnings=[],
+        model="org/model",
+        served_model_name="org/model",
+        baked_model_path=None,
+        offline=False,
+    )
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        load_settings(MODEL).vllm_port = 1  # type: ignore[misc]
+
+
+def test_values_are_read() -> None:
+    s = load_settings(
+        {
+            **MODEL,
+            "VLLM_COMMAND": "python -m 'vllm.entrypoints.cli.main' serve",
+            "VLLM_PORT": "8123",
+            "VLLM_STARTUP_TIMEOUT": "7200",
+            "VLLM_STALL_TIMEOUT": "90.5",
+            "MAX_CONCURRENCY": "4",
+            "REQUEST_TIMEOUT": "30",
+            "BASE_PATH": "/data",
+            "TRANSIENT_ANSWER_TIMEOUT": "0",
+            "VLLM_SHUTDOWN_GRACE": "2",
+            "OPENAI_SERVED_MODEL_NAME_OVERRIDE": "my-model",
+            "MAX_MODEL_LEN": "8192",
+        }
+    )
+    assert s.vllm_command == ["python", "-m", "vllm.entrypoints.cli.main", "serve"]
+    assert (s.vllm_port, s.max_concurrency) == (8123, 4)
+    assert (s.startup_timeout_s, s.stall_timeout_s, s.request_timeout_s) == (7200, 90.5, 30)
+    assert (s.transient_answer_timeout_s, s.shutdown_grace_s) == (0, 2)
+    assert s.base_path == Path("/data")
+    assert s.served_model_name == "my-model"
+    assert s.vllm_args == [
+        "--model", "org/model", "--max-model-len", "8192", "--served-model-name", "my-model"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("VLLM_PORT", "eighty"),
+        ("VLLM_PORT", "0"),
+        ("VLLM_PORT", "70000"),
+        ("VLLM_STARTUP_TIMEOUT", "1h"),
+        ("VLLM_STARTUP_TIMEOUT", "0"),
+        ("VLLM_STALL_TIMEOUT", "-5"),
+        ("VLLM_STALL_TIMEOUT", "nan"),
+        ("REQUEST_TIMEOUT", "inf"),
+        ("MAX_CONCURRENCY", "0"),
+        ("MAX_CONCURRENCY", "2.5"),
+        ("TRANSIENT_ANSWER_TIMEOUT", "-1"),
+        ("VLLM_SHUTDOWN_GRACE", "soon"),
+        ("VLLM_COMMAND", "'unclosed"),
+        ("ENFORCE_EAGER", "maybe"),
+        ("MAX_MODEL_LEN", "lots"),
+    ],
+)
+def test_bad_values_name_the_variable(var: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({**MODEL, var: value})
+    assert info.value.var == var
+
+
+def test_empty_values_mean_default() -> None:
+    s = load_settings({**MODEL, "VLLM_PORT": "", "MAX_CONCURRENCY": "  "})
+    assert (s.vllm_port, s.max_concurrency) == (8000, 30)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"MODEL_NAME": "  "},
+        {"SERVED_MODEL_NAME": "x", "MAX_MODEL_LEN": "4096"},
+    ],
+)
+def test_no_model_names_model_name(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(env)
+    assert info.value.var == "MODEL_NAME"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"MODEL": "org/model"},
+        {"VLLM_EXTRA_ARGS": "--model org/model"},
+    ],
+)
+def test_model_from_other_places(env: dict[str, str]) -> None:
+    assert load_settings(env).model == "org/model"
+
+
+def test_model_from_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "vllm.yaml"
+    config.write_text("model: org/from-config\nserved-model-name: [alpha, beta]\n")
+    s = load_settings({"VLLM_CONFIG_FILE": str(config)})
+    assert (s.model, s.served_model_name) == ("org/from-config", "alpha")
+    assert s.vllm_args == ["--config", str(config)]
+
+
+def test_unreadable_config_file_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({**MODEL, "VLLM_CONFIG_FILE": str(tmp_path / "missing.yaml")})
+    assert info.value.var == "VLLM_CONFIG_FILE"
+
+
+def test_secrets_stay_out_of_settings_messages() -> None:
+    secret = "hf_abcdefghijklmnopqrstuvwx"
+    s = load_settings({**MODEL, "HF_TOKEN": secret, "API_KEY": secret})
+    assert secret not in repr(s)
+    with pytest.raises(ConfigError) as info:
+        load_settings({"HF_TOKEN": secret, "MAX_NUM_BATCHED_TOKENS": secret})
+    assert secret not in str(info.value)
+
+
+def _bake(tmp_path: Path, tokenizer: bool = False, **extra: object) -> Path:
+    model_dir = tmp_path / "weights"
+    model_dir.mkdir()
+    manifest = {
+        "model_path": str(model_dir),
+        "tokenizer_path": str(model_dir) if tokenizer else None,
+        "model_name": "org/baked",
+        **extra,
+    }
+    path = tmp_path / "baked.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def test_baked_model_wins_over_model_name(tmp_path: Path) -> None:
+    manifest = _bake(tmp_path)
+    s = load_settings(
+        {"BAKED_MODEL_MANIFEST": str(manifest), "MODEL_NAME": "org/other", "MODEL_REVISION": "x"}
+    )
+    weights = str(tmp_path / "weights")
+    assert s.vllm_args == ["--model", weights, "--served-model-name", "org/baked"]
+    assert (s.model, s.served_model_name) == (weights, "org/baked")
+    assert s.baked_model_path == Path(weights)
+    assert s.offline is True
+    assert sorted(w.split()[0] for w in s.warnings) == ["MODEL_NAME", "MODEL_REVISION"]
+
+
+def test_baked_model_at_the_default_path(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(settings_mod, "DEFAULT_MANIFEST", str(_bake(tmp_path, tokenizer=True)))
+    s = load_settings({"MODEL_NAME": "org/baked", "TOKENIZER_NAME": "org/tok"})
+    weights = str(tmp_path / "weights")
+    assert s.vllm_args == [
+        "--model", weights, "--served-model-name", "org/baked", "--tokenizer", weights
+    ]  # fmt: skip
+    # Naming the baked model is not worth a warning; replacing the tokenizer is.
+    assert [w.split()[0] for w in s.warnings] == ["TOKENIZER_NAME"]
+
+
+def test_baked_model_keeps_a_user_served_name(tmp_path: Path) -> None:
+    manifest = _bake(tmp_path)
+    s = load_settings({"BAKED_MODEL_MANIFEST": str(manifest), "SERVED_MODEL_NAME": "mine"})
+    assert s.served_model_name == "mine"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "not json",
+        "[]",
+        json.dumps({"model_path": "", "model_name": "x"}),
+        json.dumps({"model_path": "/nonexistent/weights", "model_name": "x"}),
+        json.dumps({"model_path": "{weights}", "model_name": 3}),
+        json.dumps({"model_path": "{weights}", "model_name": "x", "tokenizer_path": 5}),
+    ],
+)
+def test_bad_manifest_names_its_variable(tmp_path: Path, content: str) -> None:
+    (tmp_path / "weights").mkdir()
+    path = tmp_path / "baked.json"
+    path.write_text(content.replace("{weights}", str(tmp_path / "weights")))
+    with pytest.raises(ConfigError) as info:
+        load_settings({"BAKED_MODEL_MANIFEST": str(path)})
+    assert info.value.var == "BAKED_MODEL_MANIFEST"
+
+
+def test_explicit_manifest_that_is_missing_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({**MODEL, "BAKED_MODEL_MANIFEST": str(tmp_path / "nope.json")})
+    assert info.value.var == "BAKED_MODEL_MANIFEST"
+
+
+def test_env_docs_cover_every_variable_the_worker_reads() -> None:
+    documented = {doc.name for doc in ENV_DOCS}
+    assert WORKER_ENV | set(ALIASES) == documented
+    assert all(doc.description for doc in ENV_DOCS)
+
+
+def test_every_variable_settings_reads_is_reserved() -> None:
+    """String literals passed as a variable name in settings.py are in WORKER_ENV."""
+    source = Path(settings_mod.__file__).read_text()
+    read = {
+        node.args[1].value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == "_read"
+        and isinstance(node.args[1], ast.Constant)
+    }
+    assert read
+    assert read <= WORKER_ENV
+
+
+def test_config_error_renders_var_and_message() -> None:
+    error = ConfigError("MAX_MODEL_LEN", "expected an integer")
+    assert (error.var, error.message, str(error)) == (
+        "MAX_MODEL_LEN",
+        "expected an integer",
+        "MAX_MODEL_LEN: expected an integer",
+    )

@@ -1,0 +1,66 @@
+"""The RunPod job handler: answers each job according to the supervisor's state.
+
+ready             → the job is proxied to vLLM (streamed or whole)
+failed-permanent  → the startup error: cause and fix, every job, the worker stays up
+failed-transient  → the prestart failure with the end of vLLM's output (the worker
+                    then exits; see worker.main)
+The handler holds no lifecycle flags of its own: it reads the supervisor's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import structlog
+
+from worker import answers
+from worker.jobs import BadInput, to_request
+from worker.machine import WorkerState
+from worker.proxy import VllmProxy
+from worker.supervisor import Supervisor
+
+log = structlog.get_logger("worker.handler")
+
+
+def failure_answer(supervisor: Supervisor) -> dict:
+    diagnosis = supervisor.diagnosis
+    message = diagnosis.message if diagnosis and diagnosis.message else "vLLM is not running."
+    category = str(diagnosis.category) if diagnosis and diagnosis.category else "unknown"
+    rule = diagnosis.rule if diagnosis else None
+    if supervisor.state is WorkerState.FAILED_PERMANENT:
+        return answers.startup_error(message, category=category, rule=rule)
+    return answers.prestart_failed(message, supervisor.tail(), category=category, rule=rule)
+
+
+def make_handler(
+    supervisor: Supervisor, proxy_factory: Callable[[], VllmProxy], served_model: str
+) -> Callable[[dict], AsyncIterator[Any]]:
+    proxy: VllmProxy | None = None
+
+    async def handler(job: dict) -> AsyncIterator[Any]:
+        nonlocal proxy
+        job_id = job.get("id")
+        if supervisor.state is not WorkerState.READY:
+            log.info("job.answered_with_failure", job_id=job_id, state=supervisor.state.value)
+            yield failure_answer(supervisor)
+            return
+        try:
+            request = to_request(job.get("input"), served_model)
+        except BadInput as exc:
+            log.info("job.bad_input", job_id=job_id, problem=str(exc))
+            yield answers.bad_input(str(exc))
+            return
+        if proxy is None:
+            proxy = proxy_factory()
+        log.info(
+            "job.proxied",
+            job_id=job_id,
+            method=request.method,
+            path=request.path,
+            stream=request.stream,
+        )
+        async for item in proxy.run(request):
+            yield item
+
+    return handler
