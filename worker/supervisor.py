@@ -140,9 +140,7 @@ class Supervisor:
 
     def failed(self, diagnosis: Diagnosis) -> None:
         log.error(
-            "vllm.start_failed"
-            if self.state is not WorkerState.FAILED_TRANSIENT or diagnosis.permanent is not None
-            else "vllm.failed",
+            "worker.failed",
             state=self.state.value,
             category=str(diagnosis.category),
             rule=diagnosis.rule,

@@ -1,0 +1,100 @@
+"""Shared setup for tests that start real vLLM (CPU build) or the worker process.
+
+Nothing here contacts an address outside 127.0.0.1: usage stats and telemetry are
+off, the hub is offline or a loopback server, RunPod's network checks are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = Path(os.environ.get("VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+VLLM_COMMAND = f"{VLLM_PYTHON} -m vllm.entrypoints.openai.api_server"
+
+needs_vllm = pytest.mark.skipif(
+    not VLLM_PYTHON.exists(), reason=f"vLLM CPU build not installed at {VLLM_PYTHON} (scripts/setup-env)"
+)
+
+QUIET_ENV = {
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "RUNPOD_SKIP_AUTO_SYSTEM_CHECKS": "true",
+    "RUNPOD_SKIP_GPU_CHECK": "true",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def build_tiny_model(outdir: Path, variant: str = "ok") -> Path:
+    subprocess.run(
+        [str(VLLM_PYTHON), "-m", "tests.support.tiny_model", str(outdir), "--variant", variant],
+        cwd=ROOT, check=True, capture_output=True,
+    )
+    return outdir
+
+
+def worker_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """Environment for a worker on the tiny model: small, eager, float32, offline."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "HF_", "VLLM_"))}
+    env.update(QUIET_ENV)
+    env.update(
+        VLLM_COMMAND=VLLM_COMMAND,
+        VLLM_PORT=str(free_port()),
+        MAX_MODEL_LEN="512",
+        DTYPE="float32",
+        ENFORCE_EAGER="true",
+        GPU_MEMORY_UTILIZATION="0.5",
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(tmp / "hf-home"),
+        BASE_PATH=str(tmp / "no-volume"),
+        VLLM_SHUTDOWN_GRACE="5",
+    )
+    env.update(extra)
+    return env
+
+
+def start_worker(env: dict[str, str], log_dir: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "worker"], cwd=ROOT, env=env, start_new_session=True,
+        stdout=(log_dir / "worker.out").open("wb"), stderr=(log_dir / "worker.err").open("wb"),
+    )
+
+
+def events(log_dir: Path) -> list[dict]:
+    """The worker's structlog events (JSON lines on stderr)."""
+    found = []
+    for line in (log_dir / "worker.err").read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                pass
+    return found
+
+
+def group_alive(pgid: int) -> bool:
+    """True while a live (non-zombie) process is in the group. Zombies are ignored:
+    orphans re-parented to a container's PID 1 may never be reaped."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
