@@ -20,7 +20,9 @@ def sections() -> dict[tuple[str, str], str]:
     pack = load_pack()
     rules = ["| priority | id | category | permanent | file |", "|---|---|---|---|---|"]
     for rule in pack.rules:
-        rules.append(f"| {rule.priority} | `{rule.id}` | {rule.category} | {str(rule.permanent).lower()} | {rule.source} |")
+        rules.append(
+            f"| {rule.priority} | `{rule.id}` | {rule.category} | {str(rule.permanent).lower()} | {rule.source} |"
+        )
     acc = []
     for name in ("corpus", "vllm-0.32"):
         root = ROOT / "fixtures" / name
@@ -28,12 +30,17 @@ def sections() -> dict[tuple[str, str], str]:
             continue
         results = score(root, pack)
         right = sum(r.right for r in results)
-        acc.append(f"**fixtures/{name}**: {right}/{len(results)} right ({100 * right / len(results):.1f} %)\n")
+        acc.append(
+            f"**fixtures/{name}**: {right}/{len(results)} right ({100 * right / len(results):.1f} %)\n"
+        )
         acc.append("| label | right / total |\n|---|---|")
         acc += [f"| {label} | {ok}/{total} |" for label, (ok, total) in summary(results).items()]
         misses = [r for r in results if not r.right]
         acc.append("")
-        acc += [f"- miss: `{r.file}` labelled {r.label}, diagnosed {r.predicted} (`{r.diagnosis.rule}`)" for r in misses] or ["No misses."]
+        acc += [
+            f"- miss: `{r.file}` labelled {r.label}, diagnosed {r.predicted} (`{r.diagnosis.rule}`)"
+            for r in misses
+        ] or ["No misses."]
         acc.append("")
     return {
         ("docs/states.md", "diagram"): "```mermaid\n" + mermaid() + "```",

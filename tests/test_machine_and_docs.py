@@ -40,7 +40,10 @@ def test_cold_start_path():
 
 @pytest.mark.parametrize(
     ("category", "state"),
-    [(Category.OOM, WorkerState.FAILED_PERMANENT), (Category.CUDA_FAULT, WorkerState.FAILED_TRANSIENT)],
+    [
+        (Category.OOM, WorkerState.FAILED_PERMANENT),
+        (Category.CUDA_FAULT, WorkerState.FAILED_TRANSIENT),
+    ],
 )
 def test_failure_follows_the_diagnosis(category, state):
     effects = Recorder()

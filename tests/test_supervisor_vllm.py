@@ -54,15 +54,35 @@ class _Recorder:
 
 
 CASES = [
-    ("unknown-flag", "ok", {"VLLM_EXTRA_ARGS": "--frobnicate 3"}, "bad_config", "unrecognized-flag"),
-    ("max-model-len", "ok", {"MAX_MODEL_LEN": "8192"}, "bad_config", "max-model-len-above-model-limit"),
+    (
+        "unknown-flag",
+        "ok",
+        {"VLLM_EXTRA_ARGS": "--frobnicate 3"},
+        "bad_config",
+        "unrecognized-flag",
+    ),
+    (
+        "max-model-len",
+        "ok",
+        {"MAX_MODEL_LEN": "8192"},
+        "bad_config",
+        "max-model-len-above-model-limit",
+    ),
     ("unsupported-arch", "unsupported-arch", {}, "model_requirement", "architecture-not-supported"),
     ("custom-code", "custom-code", {}, "remote_code", "remote-code-required"),
-    ("kv-cache-too-small", "ok", {"MAX_MODEL_LEN": "2048", "KV_CACHE_MEMORY_BYTES": "4096"}, "kv_cache", "kv-cache-no-memory"),
+    (
+        "kv-cache-too-small",
+        "ok",
+        {"MAX_MODEL_LEN": "2048", "KV_CACHE_MEMORY_BYTES": "4096"},
+        "kv_cache",
+        "kv-cache-no-memory",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "variant", "extra", "category", "rule"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("name", "variant", "extra", "category", "rule"), CASES, ids=[c[0] for c in CASES]
+)
 def test_failure_is_diagnosed(tmp_path, models, name, variant, extra, category, rule):
     env = worker_env(tmp_path, MODEL_NAME=str(models[variant]), **extra)
     supervisor = _run(env)
@@ -79,7 +99,8 @@ def test_hub_unreachable_is_transient_network(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("repo", "category"), [("tiny-org/gated-llama", "gated_model"), ("tiny-org/missing", "model_not_found")]
+    ("repo", "category"),
+    [("tiny-org/gated-llama", "gated_model"), ("tiny-org/missing", "model_not_found")],
 )
 def test_hub_refusals(tmp_path, models, repo, category):
     with HubServer({"tiny-org/gated-llama": models["ok"]}, gated={"tiny-org/gated-llama"}) as hub:

@@ -11,9 +11,19 @@ import sys
 import pytest
 
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import ROOT, build_tiny_model, events, needs_vllm, start_worker, worker_env
+from tests.support.vllm_env import (
+    ROOT,
+    build_tiny_model,
+    events,
+    needs_vllm,
+    start_worker,
+    worker_env,
+)
 
-CUDA_FIXTURE = ROOT / "fixtures/corpus/cuda_fault/vllm-17344-v085-a100-qwen25vl-72b-awq-profile-illegal-memory-access.log"
+CUDA_FIXTURE = (
+    ROOT
+    / "fixtures/corpus/cuda_fault/vllm-17344-v085-a100-qwen25vl-72b-awq-profile-illegal-memory-access.log"
+)
 
 
 def _stop(proc):
@@ -54,8 +64,11 @@ def test_permanent_failure_answers_every_job_and_stays_up(tmp_path):
             assert _stop(proc) == 0
     for error in errors:
         assert error == {
-            "message": error["message"], "type": "startup_error", "code": None,
-            "category": "bad_config", "rule": "max-model-len-above-model-limit",
+            "message": error["message"],
+            "type": "startup_error",
+            "code": None,
+            "category": "bad_config",
+            "rule": "max-model-len-above-model-limit",
         }
         assert "MAX_MODEL_LEN to 2048 or less" in error["message"]
     failed = [e for e in events(tmp_path) if e.get("event") == "worker.failed"]
@@ -66,7 +79,8 @@ def test_transient_failure_answers_one_job_then_exits_nonzero(tmp_path):
     """A GPU fault cannot happen here: a stand-in replays a real CUDA failure log."""
     with QueueServer() as queue:
         env = worker_env(
-            tmp_path, MODEL_NAME="stand-in/model",
+            tmp_path,
+            MODEL_NAME="stand-in/model",
             VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {CUDA_FIXTURE} 1",
             **queue.env(),
         )
@@ -85,7 +99,9 @@ def test_transient_failure_answers_one_job_then_exits_nonzero(tmp_path):
 def test_transient_failure_without_jobs_exits_anyway(tmp_path):
     with QueueServer() as queue:
         env = worker_env(
-            tmp_path, MODEL_NAME="stand-in/model", TRANSIENT_ANSWER_TIMEOUT="2",
+            tmp_path,
+            MODEL_NAME="stand-in/model",
+            TRANSIENT_ANSWER_TIMEOUT="2",
             VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {CUDA_FIXTURE} 1",
             **queue.env(),
         )

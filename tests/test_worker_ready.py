@@ -15,7 +15,14 @@ from datetime import datetime
 import pytest
 
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import build_tiny_model, events, group_alive, needs_vllm, start_worker, worker_env
+from tests.support.vllm_env import (
+    build_tiny_model,
+    events,
+    group_alive,
+    needs_vllm,
+    start_worker,
+    worker_env,
+)
 
 pytestmark = [needs_vllm, pytest.mark.vllm]
 SERVED = "tiny"
@@ -28,7 +35,9 @@ def ready_worker(tmp_path_factory):
     model = build_tiny_model(tmp / "model")
     with QueueServer() as queue:
         early = queue.submit({"openai_route": "/v1/models"})
-        env = worker_env(tmp, MODEL_NAME=str(model), OPENAI_SERVED_MODEL_NAME_OVERRIDE=SERVED, **queue.env())
+        env = worker_env(
+            tmp, MODEL_NAME=str(model), OPENAI_SERVED_MODEL_NAME_OVERRIDE=SERVED, **queue.env()
+        )
         proc = start_worker(env, tmp)
         try:
             queue.wait_done(early, timeout=300)
@@ -51,7 +60,11 @@ def _error(done) -> dict:
 
 def test_no_job_is_taken_before_ready(ready_worker):
     queue, tmp = ready_worker["queue"], ready_worker["tmp"]
-    ready = [e for e in events(tmp) if e.get("event") == "worker.state_changed" and e.get("dest") == "ready"]
+    ready = [
+        e
+        for e in events(tmp)
+        if e.get("event") == "worker.state_changed" and e.get("dest") == "ready"
+    ]
     assert len(ready) == 1
     ready_at = datetime.fromisoformat(ready[0]["timestamp"]).timestamp()
     taken_wall = queue.job(ready_worker["early"]).taken_wall
@@ -66,13 +79,22 @@ def test_cold_start_summary_is_logged(ready_worker):
 
 
 def test_chat_completion_openai_route(ready_worker):
-    done = _output(ready_worker["queue"], {"openai_route": "/v1/chat/completions", "openai_input": {"messages": CHAT, "max_tokens": 5}})
+    done = _output(
+        ready_worker["queue"],
+        {
+            "openai_route": "/v1/chat/completions",
+            "openai_input": {"messages": CHAT, "max_tokens": 5},
+        },
+    )
     (answer,) = done["output"]
     assert answer["object"] == "chat.completion" and answer["model"] == SERVED
 
 
 def test_completion_standard_prompt(ready_worker):
-    done = _output(ready_worker["queue"], {"prompt": "Hello", "sampling_params": {"max_tokens": 4, "temperature": 0}})
+    done = _output(
+        ready_worker["queue"],
+        {"prompt": "Hello", "sampling_params": {"max_tokens": 4, "temperature": 0}},
+    )
     (answer,) = done["output"]
     assert answer["object"] == "text_completion"
     assert answer["usage"]["completion_tokens"] == 4
@@ -84,18 +106,29 @@ def test_messages_standard_shape(ready_worker):
 
 
 def test_responses_route(ready_worker):
-    done = _output(ready_worker["queue"], {"openai_route": "/v1/responses", "openai_input": {"input": "Hi", "max_output_tokens": 5}})
+    done = _output(
+        ready_worker["queue"],
+        {"openai_route": "/v1/responses", "openai_input": {"input": "Hi", "max_output_tokens": 5}},
+    )
     assert done["output"][0]["object"] == "response"
 
 
 def test_anthropic_messages_route(ready_worker):
-    done = _output(ready_worker["queue"], {"openai_route": "/v1/messages", "openai_input": {"messages": CHAT, "max_tokens": 5}})
+    done = _output(
+        ready_worker["queue"],
+        {"openai_route": "/v1/messages", "openai_input": {"messages": CHAT, "max_tokens": 5}},
+    )
     assert done["output"][0]["type"] == "message"
 
 
 def test_streaming_chat_yields_sse_chunks_ending_with_done(ready_worker):
     queue = ready_worker["queue"]
-    job = queue.submit({"openai_route": "/v1/chat/completions", "openai_input": {"messages": CHAT, "max_tokens": 6, "stream": True}})
+    job = queue.submit(
+        {
+            "openai_route": "/v1/chat/completions",
+            "openai_input": {"messages": CHAT, "max_tokens": 6, "stream": True},
+        }
+    )
     done = queue.wait_done(job, 120)
     chunks = done["output"]
     assert len(chunks) > 1
@@ -111,14 +144,24 @@ def test_bad_input_gets_a_parseable_error(ready_worker):
 
 
 def test_vllm_4xx_passes_through(ready_worker):
-    error = _error(_output(ready_worker["queue"], {"openai_route": "/v1/chat/completions", "openai_input": {"messages": CHAT, "max_tokens": 100000}}))
+    error = _error(
+        _output(
+            ready_worker["queue"],
+            {
+                "openai_route": "/v1/chat/completions",
+                "openai_input": {"messages": CHAT, "max_tokens": 100000},
+            },
+        )
+    )
     assert error["code"] == 400
     assert "max" in error["message"].lower()
 
 
 def test_thirty_concurrent_jobs(ready_worker):
     queue = ready_worker["queue"]
-    jobs = [queue.submit({"prompt": f"n{i}", "sampling_params": {"max_tokens": 3}}) for i in range(30)]
+    jobs = [
+        queue.submit({"prompt": f"n{i}", "sampling_params": {"max_tokens": 3}}) for i in range(30)
+    ]
     with ThreadPoolExecutor(30) as pool:
         results = list(pool.map(lambda j: queue.wait_done(j, 300), jobs))
     assert all(r["output"][0]["object"] == "text_completion" for r in results)
@@ -128,7 +171,17 @@ def test_vllm_killed_mid_stream_ends_jobs_with_errors_and_worker_exits_nonzero(r
     # Last test of the module: it ends the shared worker.
     queue, tmp, proc = ready_worker["queue"], ready_worker["tmp"], ready_worker["proc"]
     spawned = next(e for e in events(tmp) if e.get("event") == "vllm.spawned")
-    job = queue.submit({"openai_route": "/v1/completions", "openai_input": {"prompt": "long", "max_tokens": 400, "stream": True, "ignore_eos": True}})
+    job = queue.submit(
+        {
+            "openai_route": "/v1/completions",
+            "openai_input": {
+                "prompt": "long",
+                "max_tokens": 400,
+                "stream": True,
+                "ignore_eos": True,
+            },
+        }
+    )
     queue.wait_for(lambda: len(queue.job(job).stream) >= 2, 120, "first streamed chunks")
     os.killpg(spawned["pid"], signal.SIGKILL)
     done = queue.wait_done(job, 60)

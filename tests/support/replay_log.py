@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__":
-    path, code = Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].lstrip("-").isdigit() else 1
+    path, code = (
+        Path(sys.argv[1]),
+        int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].lstrip("-").isdigit() else 1,
+    )
     sys.stdout.buffer.write(path.read_bytes())
     sys.stdout.flush()
     sys.exit(code)

@@ -20,7 +20,8 @@ VLLM_PYTHON = Path(os.environ.get("VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "
 VLLM_COMMAND = f"{VLLM_PYTHON} -m vllm.entrypoints.openai.api_server"
 
 needs_vllm = pytest.mark.skipif(
-    not VLLM_PYTHON.exists(), reason=f"vLLM CPU build not installed at {VLLM_PYTHON} (scripts/setup-env)"
+    not VLLM_PYTHON.exists(),
+    reason=f"vLLM CPU build not installed at {VLLM_PYTHON} (scripts/setup-env)",
 )
 
 QUIET_ENV = {
@@ -43,7 +44,9 @@ def free_port() -> int:
 def build_tiny_model(outdir: Path, variant: str = "ok") -> Path:
     subprocess.run(
         [str(VLLM_PYTHON), "-m", "tests.support.tiny_model", str(outdir), "--variant", variant],
-        cwd=ROOT, check=True, capture_output=True,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
     )
     return outdir
 
@@ -70,8 +73,12 @@ def worker_env(tmp: Path, **extra: str) -> dict[str, str]:
 
 def start_worker(env: dict[str, str], log_dir: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "worker"], cwd=ROOT, env=env, start_new_session=True,
-        stdout=(log_dir / "worker.out").open("wb"), stderr=(log_dir / "worker.err").open("wb"),
+        [sys.executable, "-m", "worker"],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=(log_dir / "worker.out").open("wb"),
+        stderr=(log_dir / "worker.err").open("wb"),
     )
 
 
