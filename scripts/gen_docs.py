@@ -21,7 +21,8 @@ def sections() -> dict[tuple[str, str], str]:
     rules = ["| priority | id | category | permanent | file |", "|---|---|---|---|---|"]
     for rule in pack.rules:
         rules.append(
-            f"| {rule.priority} | `{rule.id}` | {rule.category} | {str(rule.permanent).lower()} | {rule.source} |"
+            f"| {rule.priority} | `{rule.id}` | {rule.category} "
+            f"| {str(rule.permanent).lower()} | {rule.source} |"
         )
     acc = []
     for name in ("corpus", "vllm-0.32"):
@@ -31,7 +32,8 @@ def sections() -> dict[tuple[str, str], str]:
         results = score(root, pack)
         right = sum(r.right for r in results)
         acc.append(
-            f"**fixtures/{name}**: {right}/{len(results)} right ({100 * right / len(results):.1f} %)\n"
+            f"**fixtures/{name}**: {right}/{len(results)} right "
+            f"({100 * right / len(results):.1f} %)\n"
         )
         acc.append("| label | right / total |\n|---|---|")
         acc += [f"| {label} | {ok}/{total} |" for label, (ok, total) in summary(results).items()]

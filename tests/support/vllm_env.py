@@ -6,6 +6,7 @@ off, the hub is offline or a loopback server, RunPod's network checks are skippe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -87,10 +88,8 @@ def events(log_dir: Path) -> list[dict]:
     found = []
     for line in (log_dir / "worker.err").read_text(errors="replace").splitlines():
         if line.startswith("{"):
-            try:
+            with contextlib.suppress(ValueError):
                 found.append(json.loads(line))
-            except ValueError:
-                pass
     return found
 
 
