@@ -69,8 +69,12 @@ class Diagnosis:
 
     @property
     def permanent(self) -> bool | None:
-        """True/False for a failed start; None while it has not failed."""
-        return self.category.permanent if self.failed and self.category else None
+        """True/False for a failed start; None while it has not failed.
+
+        Follows the state, which the category decides unless something above the
+        classifier (the worker's crash-loop breaker) judged otherwise.
+        """
+        return self.state is State.FAILED_PERMANENT if self.failed else None
 
     @property
     def message(self) -> str | None:

@@ -9,7 +9,10 @@ fake hub from ``tests.support.hub_server``; nothing outside 127.0.0.1 is contact
 
 Run from anywhere with the vLLM venv (one vLLM at a time; about 6-8 minutes for all)::
 
-    .venv-vllm/bin/python scripts/record_vllm_fixtures.py [--only NAME ...] [--list]
+    .venv-vllm/bin/python scripts/record_vllm_fixtures.py [--only NAME ...] [--list] [--relabel]
+
+``--relabel`` recomputes the manifest from the logs already recorded (after editing a case's
+root-cause pattern or notes) without starting vLLM.
 """
 
 from __future__ import annotations
@@ -202,22 +205,25 @@ CASES: tuple[Case, ...] = (
         "hub-gated",
         "gated_model",
         True,
-        r"GatedRepo|gated repo|restricted",
+        r"^OSError: You are trying to access a gated repo\.",
         model=HUB_GATED,
         hub="fake",
         expect_exit=1,
-        notes="fake hub answers 401 X-Error-Code: GatedRepo for the repo's files; no token.",
+        notes="fake hub answers 401 X-Error-Code: GatedRepo for the repo's files (model info "
+        "stays public, as on huggingface.co); no token. The huggingface_hub GatedRepoError "
+        "traceback comes first, then transformers' OSError wrapper that vLLM lets escape.",
     ),
     Case(
         "hub-missing",
         "model_not_found",
         True,
-        r"RepoNotFound|Repository Not Found|not a valid model identifier|does not exist",
+        r"^OSError: \S+ is not a local folder and is not a valid model identifier",
         model=HUB_MISSING,
         hub="fake",
         expect_exit=1,
         notes="fake hub answers 401 X-Error-Code: RepoNotFound, as huggingface.co does for a "
-        "missing repo without a token.",
+        "missing repo without a token; transformers turns the RepositoryNotFoundError into "
+        "this OSError (it names huggingface.co even though HF_ENDPOINT points elsewhere).",
     ),
     Case(
         "hub-download-ok",
@@ -316,16 +322,22 @@ class _Drain(threading.Thread):
 def _stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> str:
     """SIGTERM the process group, then SIGKILL it after ``grace_s``; describe what happened."""
     pgid = proc.pid  # start_new_session: the child leads its own group
+    leader_done = proc.poll() is not None
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return "process group already gone"
     t0 = time.monotonic()
-    try:
-        proc.wait(timeout=grace_s)
-        how = f"SIGTERM to process group; leader exited after {time.monotonic() - t0:.1f} s"
-    except subprocess.TimeoutExpired:
-        how = f"SIGTERM to process group, ignored for {grace_s:.0f} s; SIGKILL"
+    if leader_done:
+        how = "SIGTERM to processes left in the group"
+    else:
+        try:
+            proc.wait(timeout=grace_s)
+            how = f"SIGTERM to process group; leader exited after {time.monotonic() - t0:.1f} s"
+        except subprocess.TimeoutExpired:
+            how = f"SIGTERM to process group, ignored for {grace_s:.0f} s; SIGKILL"
+    if leader_done:
+        time.sleep(min(grace_s, 1.0))  # give leftovers a moment to exit on SIGTERM
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)  # stragglers (engine/worker processes)
     proc.wait()
@@ -384,7 +396,15 @@ def _probe(port: int) -> str:
 
 
 def root_cause_line(case: Case, output: bytes) -> str | None:
-    lines = output.decode("utf-8", errors="replace").split("\n")
+    """The raw line naming the cause, without its terminator.
+
+    vLLM's log formatter joins the lines of a multi-line record with "\\r\\n" + prefix (only
+    the record's last line ends in a bare "\\n"), so a "\\r\\n" terminator is dropped too; a
+    lone "\\r" inside a line (tqdm redraws) is kept.
+    """
+    lines = [
+        line.removesuffix("\r") for line in output.decode("utf-8", errors="replace").split("\n")
+    ]
     hits = [line for line in lines if re.search(case.root_cause, line)]
     if not hits:
         return None
@@ -447,16 +467,50 @@ def read_manifest() -> dict[str, dict[str, object]]:
     return {str(e["file"]).removesuffix(".log"): e for e in entries}
 
 
+def relabel(cases: list[Case]) -> int:
+    """Recompute manifest entries from the logs already recorded (no vLLM run)."""
+    manifest = read_manifest()
+    failures = 0
+    for case in cases:
+        path = OUT_DIR / f"{case.name}.log"
+        if not path.exists():
+            print(f"== {case.name}: no log, skipped")
+            continue
+        raw = path.read_bytes()
+        lines = raw.split(b"\n")
+        n_header = next(i for i, line in enumerate(lines) if not line.startswith(b"#| "))
+        header_text = b"\n".join(lines[:n_header]).decode()
+        exit_code = int(re.search(r"^#\| exit-code: (-?\d+)$", header_text, re.M)[1])
+        body = b"\n".join(lines[n_header:])
+        cause = root_cause_line(case, body)
+        if cause is None:
+            failures += 1
+            print(f"== {case.name}: no line matches {case.root_cause!r}")
+            continue
+        run = Run(cmd=[], env={}, exit_code=exit_code)
+        manifest[case.name] = manifest_entry(case, run, cause)
+        print(f"== {case.name}: exit {exit_code}\n   {cause[:200]}")
+    write_manifest(manifest)
+    return 1 if failures else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=[c.name for c in CASES])
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument(
+        "--relabel",
+        action="store_true",
+        help="rewrite manifest entries from the recorded logs without running vLLM",
+    )
     args = parser.parse_args(argv)
     if args.list:
         for c in CASES:
             print(f"{c.name:26} {c.category}")
         return 0
     cases = [c for c in CASES if not args.only or c.name in args.only]
+    if args.relabel:
+        return relabel(cases)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest()
     failures = 0

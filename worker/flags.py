@@ -45,6 +45,9 @@ WORKER_ENV = frozenset(
         "TRANSIENT_ANSWER_TIMEOUT",
         "BAKED_MODEL_MANIFEST",
         "VLLM_EXTRA_ARGS",
+        "CRASH_LOOP_LIMIT",
+        "CRASH_LOOP_WINDOW",
+        "CRASH_LOOP_RESET",
     }
 )
 

@@ -68,6 +68,19 @@ ENV_DOCS: list[EnvDoc] = [
         "served instead of MODEL_NAME and the Hugging Face Hub is not contacted.",
     ),
     EnvDoc(
+        "CRASH_LOOP_LIMIT",
+        "3",
+        "Failed-transient starts of the same configuration within CRASH_LOOP_WINDOW after "
+        "which the next failure is treated as permanent (the crash-loop breaker).",
+    ),
+    EnvDoc("CRASH_LOOP_WINDOW", "1800", "Seconds the crash-loop breaker looks back."),
+    EnvDoc(
+        "CRASH_LOOP_RESET",
+        "false",
+        "true: forget this configuration's recorded failures at start (or delete "
+        "BASE_PATH/.vllm-worker/restart-ledger.json).",
+    ),
+    EnvDoc(
         "VLLM_EXTRA_ARGS",
         "",
         "Extra `vllm serve` arguments, split like a shell would and appended last.",
@@ -99,6 +112,9 @@ class Settings:
     served_model_name: str
     baked_model_path: Path | None = None
     offline: bool = False
+    crash_loop_limit: int = 3
+    crash_loop_window_s: float = 1800.0
+    crash_loop_reset: bool = False
 
 
 @dataclass(frozen=True)
@@ -266,4 +282,7 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         served_model_name=served,
         baked_model_path=Path(baked.model_path) if baked else None,
         offline=baked is not None,
+        crash_loop_limit=_read(env, "CRASH_LOOP_LIMIT", "3", _int(1)),
+        crash_loop_window_s=_read(env, "CRASH_LOOP_WINDOW", "1800", _seconds(allow_zero=False)),
+        crash_loop_reset=_read(env, "CRASH_LOOP_RESET", "false", flagmod.parse_bool),
     )

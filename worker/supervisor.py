@@ -26,6 +26,7 @@ import structlog
 
 from diagnostics import Category, Classifier, Diagnosis, Evidence, RulePack, State
 from diagnostics.redact import Redactor
+from worker.breaker import LEDGER_NAME, RestartLedger, config_key, judge
 from worker.coldstart import ColdStartClock
 from worker.downloads import DownloadWatch, hf_cache_dir, hub_total_bytes
 from worker.machine import SETTLED, Lifecycle, WorkerState
@@ -91,8 +92,18 @@ class Supervisor:
         self._fatal_seen_at: float | None = None
         self.exit_code: int | None = None
         self.on_died: Callable[[], None] | None = None
+        self.ledger = RestartLedger(None, time.time)
         if settings is None:  # configuration failed: vLLM is never launched
             self.stopped.set()
+        else:
+            self._key = config_key(settings.vllm_command, settings.vllm_args)
+            base = settings.base_path
+            if base.is_dir() and os.access(base, os.W_OK):
+                self.ledger = RestartLedger(base / LEDGER_NAME, time.time)
+            else:
+                log.info("breaker.disabled", reason=f"BASE_PATH {base} is not a writable folder")
+            if settings.crash_loop_reset:
+                self.ledger.clear(self._key)
 
     @classmethod
     def unlaunched(cls, pack: RulePack, env: Mapping[str, str]) -> Supervisor:
@@ -130,6 +141,8 @@ class Supervisor:
             self.on_died()
 
     def ready(self) -> None:
+        if self.settings is not None:
+            self.ledger.clear(self._key)
         now = time.monotonic()
         fields = self._clock.summary(now)
         if self._startup_complete_at is not None:
@@ -389,8 +402,15 @@ class Supervisor:
         if self.state is WorkerState.READY:
             self.lifecycle.diagnosis = diagnosis
             self.lifecycle.failed_transiently()
-        else:
-            self.lifecycle.fail(diagnosis)
+            return
+        if self.settings is not None and diagnosis.permanent is False:
+            s = self.settings
+            history = self.ledger.recent(self._key, s.crash_loop_window_s)
+            where = str(self.ledger.path) if self.ledger.path else LEDGER_NAME
+            judged = judge(diagnosis, history, s.crash_loop_limit, s.crash_loop_window_s, where)
+            self.ledger.record(self._key, str(diagnosis.category), s.crash_loop_window_s)
+            diagnosis = judged
+        self.lifecycle.fail(diagnosis)
 
     def _on_exit(self, code: int | None) -> None:
         log.info("vllm.exited", exit_code=code, requested=self._stop_requested)

@@ -38,7 +38,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 # Files the real hub stores in LFS: answered with a sha256 etag and X-Linked-* headers.
 _LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".onnx")
@@ -381,8 +381,6 @@ def _paths_from_body(body: bytes, content_type: str | None) -> list[str]:
     if content_type and "json" in content_type:
         paths = json.loads(body or b"{}").get("paths", [])
         return [paths] if isinstance(paths, str) else list(paths)
-    from urllib.parse import parse_qs
-
     return parse_qs(body.decode()).get("paths", [])
 
 
