@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 __all__ = ["Hit", "JobRecord", "QueueServer"]
@@ -115,7 +115,11 @@ class QueueServer:
 
     # -- lifecycle --------------------------------------------------------------------
 
+    # Every server started in this process, for the suite-wide secret check (conftest).
+    started: ClassVar[list[QueueServer]] = []
+
     def start(self) -> QueueServer:
+        QueueServer.started.append(self)
         if not self._started:
             self._thread.start()
             self._started = True

@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import socket
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +25,12 @@ VLLM_COMMAND = f"{VLLM_PYTHON} -m vllm.entrypoints.openai.api_server"
 needs_vllm = pytest.mark.skipif(
     not VLLM_PYTHON.exists(),
     reason=f"vLLM CPU build not installed at {VLLM_PYTHON} (scripts/setup-env)",
+)
+
+# A token of the real shape, planted in every worker the tests start; conftest.py checks
+# after each test that it appears in no output, log line or answer.
+PLANTED_TOKEN = "hf_" + "".join(
+    secrets.choice(string.ascii_letters + string.digits) for _ in range(34)
 )
 
 QUIET_ENV = {
@@ -62,11 +70,12 @@ def worker_env(tmp: Path, **extra: str) -> dict[str, str]:
         MAX_MODEL_LEN="512",
         DTYPE="float32",
         ENFORCE_EAGER="true",
-        GPU_MEMORY_UTILIZATION="0.5",
+        GPU_MEMORY_UTILIZATION="0.25",
         HF_HUB_OFFLINE="1",
         HF_HOME=str(tmp / "hf-home"),
         BASE_PATH=str(tmp / "no-volume"),
         VLLM_SHUTDOWN_GRACE="5",
+        HF_TOKEN=PLANTED_TOKEN,
     )
     env.update(extra)
     return env

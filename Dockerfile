@@ -1,0 +1,56 @@
+# syntax=docker/dockerfile:1
+# RunPod Serverless queue worker for vLLM: `python -m worker` supervises the image's own
+# `vllm serve` (VLLM_COMMAND) and answers jobs. Build args and examples: README.md,
+# "Docker image". A gated model's token is a BuildKit secret, never a build arg:
+#
+#   docker build -t vllm-worker .
+#   docker build -t vllm-worker-llama --build-arg MODEL_NAME=meta-llama/Llama-3.1-8B-Instruct \
+#       --secret id=HF_TOKEN,env=HF_TOKEN .
+
+ARG VLLM_VERSION=v0.32.0
+FROM vllm/vllm-openai:${VLLM_VERSION}
+
+# The worker gets its own venv: the RunPod SDK pins a FastAPI that conflicts with vLLM's,
+# so nothing is ever pip-installed into the environment vLLM runs from.
+COPY pyproject.toml README.md /src/
+COPY worker/ /src/worker/
+COPY diagnostics/ /src/diagnostics/
+COPY rules/ /src/rules/
+RUN python3 -m venv /opt/worker \
+    && /opt/worker/bin/pip install --no-cache-dir --disable-pip-version-check /src \
+    && rm -rf /src
+
+# Caches on the network volume (when one is attached at BASE_PATH) survive cold starts.
+ARG BASE_PATH=/runpod-volume
+ENV BASE_PATH=${BASE_PATH} \
+    HF_HOME=${BASE_PATH}/huggingface-cache \
+    VLLM_CACHE_ROOT=${BASE_PATH}/vllm-cache
+
+# Baking a model (MODEL_NAME set): downloaded into /model at build time with the manifest
+# /model/baked.json, which the worker then serves from with the Hub offline. /model, not
+# HF_HOME: a network volume mounted at BASE_PATH would hide anything baked under it.
+ARG MODEL_NAME=""
+ARG MODEL_REVISION=main
+# DL3064 mistakes the TOKEN in TOKENIZER_* for a credential; these are repo names.
+# hadolint ignore=DL3064
+ARG TOKENIZER_NAME=""
+# hadolint ignore=DL3064
+ARG TOKENIZER_REVISION=""
+ARG QUANTIZATION=""
+ENV QUANTIZATION=${QUANTIZATION}
+
+# The token is mounted at /run/secrets/HF_TOKEN for this step only: it never reaches a
+# layer or the image history. The download's own Hub cache (HF_HOME) is a temporary one.
+RUN --mount=type=secret,id=HF_TOKEN \
+    if [ -n "${MODEL_NAME}" ]; then \
+        HF_HOME=/tmp/bake-hf-home /opt/worker/bin/python -m worker.bake --target /model \
+            --model "${MODEL_NAME}" --revision "${MODEL_REVISION}" \
+            --tokenizer "${TOKENIZER_NAME}" --tokenizer-revision "${TOKENIZER_REVISION}" \
+        && rm -rf /tmp/bake-hf-home; \
+    fi
+
+# `python -m` puts the working directory first on sys.path; the base image's workspace
+# must not be able to shadow the worker's packages.
+WORKDIR /opt/worker
+# Exec form: replaces the base image's `vllm serve` entrypoint (and resets its CMD).
+ENTRYPOINT ["/opt/worker/bin/python", "-m", "worker"]
