@@ -58,17 +58,20 @@ class Classifier:
     def feed(self, raw: str, lineno: int | None = None) -> State | None:
         """Take one raw line; return the new phase when this line changed it."""
         self.lines = lineno if lineno is not None else self.lines + 1
-        text = normalize(raw)
-        clean = clean_raw(raw)
-        self.recent.append((self.lines, clean[:MAX_STORED_LINE]))
+        line = raw.rstrip("\r\n")
+        self.recent.append((self.lines, line[:MAX_STORED_LINE]))
         if self._collecting is not None:
-            if raw.rstrip("\r\n") == text and len(self._collecting.following) < _CONTINUATION_LINES:
-                self._collecting.following.append(text[:MAX_STORED_LINE])
-            else:
-                self._collecting = None
+            self._collect(line)
+        # Fast path: a pattern that matches the normalised text also matches the raw
+        # line (normalising only strips prefixes), unless colour codes or carriage
+        # returns sit inside it. Most lines hit nothing and end here.
+        if "\x1b" not in line and "\r" not in line and not self._scan(line):
+            return None
+        text = normalize(line)
         ids = self._scan(text)
         if not ids:
             return None
+        clean = clean_raw(line)
         changed = None
         patterns = self.pack.patterns
         for index in sorted(ids, key=lambda i: (patterns[i].kind != "traceback", i)):
@@ -85,6 +88,15 @@ class Classifier:
                 self._consider(self.pack.rules[pattern.owner], clean, text)
         return changed
 
+    def _collect(self, line: str) -> None:
+        """Keep up to two continuation lines after the evidence (terminal wraps)."""
+        assert self._collecting is not None
+        text = normalize(line)
+        if line == text and len(self._collecting.following) < _CONTINUATION_LINES:
+            self._collecting.following.append(text[:MAX_STORED_LINE])
+        else:
+            self._collecting = None
+
     def feed_all(self, lines: Iterable[str]) -> Classifier:
         for line in lines:
             self.feed(line)
@@ -93,7 +105,7 @@ class Classifier:
     def tail(self, count: int = 60) -> list[str]:
         """The last ``count`` lines seen (redacted), oldest first."""
         lines = list(self.recent)[-count:]
-        return [self.redact(text) for _, text in lines]
+        return [self.redact(clean_raw(text)) for _, text in lines]
 
     def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
@@ -185,7 +197,7 @@ class Classifier:
     def _last_evidence(self) -> Evidence | None:
         for line, text in reversed(self.recent):
             if text.strip():
-                return Evidence(line, self.redact(text))
+                return Evidence(line, self.redact(clean_raw(text)))
         return None
 
 

@@ -20,7 +20,8 @@ from diagnostics.classifier import Classifier
 from diagnostics.model import Diagnosis
 from diagnostics.rules import RulePack
 
-BLOCK_SIZE = 8 * 1024 * 1024
+BLOCK_SIZE = 1024 * 1024
+_DETECT_SIZE = 8 * 1024 * 1024  # how much of a console export the order check reads
 _FOLLOWING = 2
 _RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
 _REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
@@ -38,6 +39,9 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
     if b"\x00" in first[:65536]:
         raise InputError("binary input (NUL bytes), not a text log")
     classifier = Classifier(pack)
+    if _console_head(first) and len(first) < _DETECT_SIZE:
+        # The order is judged on the first _DETECT_SIZE bytes, whatever the block size.
+        first += stream.read(_DETECT_SIZE - len(first))
     if _looks_reversed(first):
         rest = stream.read(_MAX_REVERSED)
         lines = (first + rest).splitlines()
@@ -50,13 +54,19 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
     return classifier.diagnosis()
 
 
-def _looks_reversed(block: bytes) -> bool:
+def _console_head(block: bytes) -> bool:
+    """Whether the first lines look like a RunPod console export (either order)."""
     head = block[:65536].splitlines()[:50]
     if not head or not _RUNPOD_CONSOLE.match(head[0]):
         return False
     console = sum(1 for line in head if _RUNPOD_CONSOLE.match(line))
-    if console * 2 < len(head):
+    return console * 2 >= len(head)
+
+
+def _looks_reversed(block: bytes) -> bool:
+    if not _console_head(block):
         return False
+    head = block[:65536].splitlines()[:50]
     # Newest first: the final "worker exited" line or a traceback's last line on top.
     first_tb = block.find(b"Traceback (most recent call last)")
     first_exc = re.search(rb"\]\s*\w+(?:Error|Exception): ", block)
@@ -84,30 +94,38 @@ def _blocks(first: bytes, stream: BinaryIO, block_size: int) -> Iterator[bytes]:
 
 
 def candidate_lines(blocks, pack: RulePack) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every line a pattern could match, in order."""
-    lineno_base = 0  # lines in earlier blocks
+    """(line number, text) of every line a pattern could match, in order.
+
+    Each hit line is followed by the next ``_FOLLOWING`` lines, also across a block
+    boundary, so the result does not depend on the block size.
+    """
+    lineno = 0  # lines before ``pos`` (all earlier blocks included)
+    owed = 0  # lines still to send after the last hit (may run into the next block)
     for block in blocks:
-        starts = _hit_line_starts(block, _match_ends(pack, block))
+        size = len(block)
+        hits = _hit_line_starts(block, _match_ends(pack, block))
         pos = 0
-        lineno = lineno_base
-        last_sent = -1
-        for start in starts:
-            line_start = start
-            for _ in range(_FOLLOWING + 1):
-                if line_start >= len(block):
+        index = 0
+        line_start = 0
+        while True:
+            if owed == 0:
+                if index == len(hits):
                     break
-                if line_start > last_sent:
-                    lineno += block.count(b"\n", pos, line_start)
-                    pos = line_start
-                    end = block.find(b"\n", line_start)
-                    end = len(block) if end < 0 else end
-                    yield lineno + 1, block[line_start:end].decode("utf-8", "replace")
-                    last_sent = line_start
-                    line_start = end + 1
-                else:
-                    end = block.find(b"\n", line_start)
-                    line_start = len(block) if end < 0 else end + 1
-        lineno_base = lineno + block.count(b"\n", pos)
+                line_start = hits[index]
+            if line_start >= size:
+                break
+            if index < len(hits) and hits[index] == line_start:
+                index += 1
+                owed = _FOLLOWING
+            else:
+                owed -= 1
+            end = block.find(b"\n", line_start)
+            end = size if end < 0 else end
+            lineno += block.count(b"\n", pos, line_start)
+            pos = line_start
+            yield lineno + 1, block[line_start:end].decode("utf-8", "replace")
+            line_start = end + 1
+        lineno += block.count(b"\n", pos)
 
 
 def _match_ends(pack: RulePack, block: bytes) -> list[int]:
@@ -117,13 +135,27 @@ def _match_ends(pack: RulePack, block: bytes) -> list[int]:
 
 
 def _hit_line_starts(block: bytes, ends: list[int]) -> list[int]:
-    starts = {block.rfind(b"\n", 0, max(end - 1, 0)) + 1 for end in ends}
-    # A match ending exactly at a newline belongs to the line before it.
+    """Sorted start offsets of the lines that hold a match end or an ANSI escape."""
+    starts: list[int] = []
+    line_end = -1  # offset of the newline that ends the line last added
+    ends.sort()
+    for end in ends:
+        # A match ending exactly at a newline belongs to the line before it.
+        at = max(end - 1, 0)
+        if at <= line_end:
+            continue  # another match on the same line
+        starts.append(block.rfind(b"\n", 0, at) + 1)
+        line_end = block.find(b"\n", at)
+        if line_end < 0:
+            line_end = len(block)
     index = block.find(b"\x1b[")
+    if index < 0:
+        return starts
+    colour: list[int] = []
     while index >= 0:
-        starts.add(block.rfind(b"\n", 0, index) + 1)
+        colour.append(block.rfind(b"\n", 0, index) + 1)
         nxt = block.find(b"\n", index)
         if nxt < 0:
             break
         index = block.find(b"\x1b[", nxt)
-    return sorted(starts)
+    return sorted({*starts, *colour})

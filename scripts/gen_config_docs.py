@@ -123,10 +123,21 @@ def _flag_table() -> str:
     return "\n".join(rows)
 
 
+def _removed_hint(name: str) -> str:
+    """The hint the worker logs when ``name`` is set, as build_args words it."""
+    try:
+        (warning,) = flagmod.build_args({name: "<value>"}).warnings
+    except (KeyError, IndexError, ValueError):
+        # build_args fails on a hint with unescaped braces (tests/test_config_docs.py
+        # reports it); the page still shows the hint as written.
+        return flagmod.REMOVED_FLAGS[name]
+    return warning.split("; ignored: ", 1)[1]
+
+
 def _removed_table() -> str:
     rows = ["| variable | instead |", "|---|---|"]
-    for name, hint in sorted(flagmod.REMOVED_FLAGS.items()):
-        rows.append(f"| `{name}` | {_cell(hint.format(value='<value>'))} |")
+    for name in sorted(flagmod.REMOVED_FLAGS):
+        rows.append(f"| `{name}` | {_cell(_removed_hint(name))} |")
     return "\n".join(rows)
 
 
@@ -136,8 +147,7 @@ def sections() -> dict[str, str]:
         "worker": _worker_table(),
         "aliases": _alias_table(),
         "examples": _example_table(),
-        "flags": f"vLLM {version}: {len(flagmod.load_flags().by_flag)} flags.\n\n"
-        + _flag_table(),
+        "flags": f"vLLM {version}: {len(flagmod.load_flags().by_flag)} flags.\n\n" + _flag_table(),
         "removed": _removed_table(),
     }
 

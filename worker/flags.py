@@ -48,6 +48,7 @@ WORKER_ENV = frozenset(
         "CRASH_LOOP_LIMIT",
         "CRASH_LOOP_WINDOW",
         "CRASH_LOOP_RESET",
+        "RULES_PATH",
     }
 )
 

@@ -44,7 +44,7 @@ def main() -> int:
     import runpod  # slow import (~1.5 s): done while vLLM starts, not after it is ready
 
     try:
-        pack = load_pack()
+        pack = load_pack(env.get("RULES_PATH") or None)
     except RulePackError as exc:
         log.error("worker.rule_pack_broken", error=str(exc))
         return EXIT_RULES

@@ -81,6 +81,12 @@ ENV_DOCS: list[EnvDoc] = [
         "BASE_PATH/.vllm-worker/restart-ledger.json).",
     ),
     EnvDoc(
+        "RULES_PATH",
+        "",
+        "Rule pack folder (or file) to diagnose vLLM's output with; default: the built-in "
+        "pack. A broken pack stops the worker at start (exit 3) with a one-line error.",
+    ),
+    EnvDoc(
         "VLLM_EXTRA_ARGS",
         "",
         "Extra `vllm serve` arguments, split like a shell would and appended last.",

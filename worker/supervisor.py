@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import signal
 import sys
@@ -224,6 +225,7 @@ class Supervisor:
             )
             return
         log.info("vllm.spawned", pid=self._proc.pid)
+        _widen_pipe(self._proc)
         if self._stop_requested:
             await self._kill()
         tasks = [
@@ -440,6 +442,13 @@ class Supervisor:
             os.killpg(pgid, signal.SIGKILL)
         if proc.returncode is None:
             await proc.wait()
+
+
+def _widen_pipe(proc: asyncio.subprocess.Process) -> None:
+    """Give vLLM's stdout pipe 1 MiB (Linux) so bursts never wait for our reader."""
+    with contextlib.suppress(Exception):
+        pipe = proc._transport.get_pipe_transport(1).get_extra_info("pipe")  # type: ignore[attr-defined]
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
 
 
 def _arg_value(args: list[str], flag: str) -> str | None:

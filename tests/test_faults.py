@@ -1,0 +1,160 @@
+"""Fault injection: each case states the fault, the expected state, what jobs receive,
+and that nothing is lost. Outcomes are recorded for docs/reliability.md."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from diagnostics import load_pack
+from tests.support.queue_server import QueueServer
+from tests.support.vllm_env import (
+    ROOT,
+    build_tiny_model,
+    events,
+    group_alive,
+    needs_vllm,
+    start_worker,
+    worker_env,
+)
+from worker.machine import WorkerState
+from worker.settings import load_settings
+from worker.supervisor import Supervisor
+
+
+def test_output_flood_is_drained_with_bounded_memory(tmp_path, reliability):
+    """A stand-in floods 1M lines (plus 1 MB lines and invalid UTF-8, ~175 MB) then a
+    real CUDA failure line: the supervisor reads it all, classifies the last line,
+    and its memory stays bounded."""
+    with QueueServer() as queue:
+        env = worker_env(
+            tmp_path,
+            MODEL_NAME="stand-in/model",
+            TRANSIENT_ANSWER_TIMEOUT="1",
+            VLLM_COMMAND=f"{sys.executable} -m tests.support.flood 1000000",
+            **queue.env(),
+        )
+        wrapper = textwrap.dedent(
+            """
+            import resource, subprocess, sys
+            code = subprocess.call([sys.executable, "-m", "worker"], stdout=subprocess.DEVNULL)
+            print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+            """
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", wrapper],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    (tmp_path / "worker.err").write_text(result.stderr)
+    code, max_rss_kb = map(int, result.stdout.split())
+    failed = [e for e in events(tmp_path) if e.get("event") == "worker.failed"]
+    assert code == 1
+    assert failed and failed[0]["category"] == "cuda_fault"  # the line after the flood was read
+    assert failed[0]["evidence_line"] > 1_000_000
+    assert max_rss_kb < 400 * 1024, f"peak RSS {max_rss_kb} kB"
+    reliability(
+        "vLLM output flood: 1M lines, 1 MB lines, invalid UTF-8 (stand-in)",
+        "failed-transient (cuda_fault from the last line)",
+        f"drained to the end; peak RSS {max_rss_kb // 1024} MB; exit 1",
+    )
+
+
+def test_broken_rule_pack_stops_the_worker_clearly(tmp_path, reliability):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "10-x.yaml").write_text("rules:\n  - id: x\n    patterns: ['(unclosed']\n")
+    env = worker_env(tmp_path, MODEL_NAME="m", RULES_PATH=str(rules))
+    result = subprocess.run(
+        [sys.executable, "-m", "worker"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 3
+    (line,) = [json.loads(x) for x in result.stderr.splitlines() if "rule_pack_broken" in x]
+    assert line["error"].startswith("10-x.yaml: rule 'x': field")
+    reliability(
+        "broken rule pack (RULES_PATH)",
+        "worker does not start",
+        "one error event naming file, rule, field; exit 3",
+    )
+
+
+@needs_vllm
+@pytest.mark.vllm
+def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
+    model = build_tiny_model(tmp_path / "model")
+    env = worker_env(tmp_path, MODEL_NAME=str(model), VLLM_STALL_TIMEOUT="5")
+    supervisor = Supervisor(load_settings(env), load_pack(), env, passthrough=io.BytesIO())
+    inner = supervisor.state_changed
+
+    def state_changed(source, dest):
+        inner(source, dest)
+        if dest is WorkerState.LOADING:
+            os.killpg(supervisor._proc.pid, signal.SIGSTOP)
+
+    supervisor.state_changed = state_changed
+    supervisor.lifecycle.effects = supervisor
+    supervisor.run_in_thread()
+    assert supervisor.settled.wait(300)
+    pgid = supervisor._proc.pid
+    assert supervisor.wait_stopped(60)
+    assert supervisor.state is WorkerState.FAILED_TRANSIENT
+    assert "stalled while loading" in supervisor.diagnosis.cause
+    assert "VLLM_STALL_TIMEOUT=5" in supervisor.diagnosis.cause
+    assert not group_alive(pgid)
+    reliability(
+        "vLLM stopped (SIGSTOP) while loading",
+        "failed-transient",
+        "stall limit names the phase (loading); process group killed",
+    )
+
+
+@needs_vllm
+@pytest.mark.vllm
+def test_sigterm_with_jobs_in_flight(tmp_path, reliability):
+    model = build_tiny_model(tmp_path / "model")
+    with QueueServer() as queue:
+        env = worker_env(tmp_path, MODEL_NAME=str(model), **queue.env())
+        warm = queue.submit({"openai_route": "/v1/models"})
+        proc = start_worker(env, tmp_path)
+        queue.wait_done(warm, 300)
+        jobs = [
+            queue.submit(
+                {
+                    "prompt": "x",
+                    "sampling_params": {"max_tokens": 200, "ignore_eos": True},
+                    "stream": True,
+                }
+            )
+            for _ in range(5)
+        ]
+        for job in jobs:
+            queue.wait_taken(job, 60)
+        spawned = next(e for e in events(tmp_path) if e.get("event") == "vllm.spawned")
+        os.killpg(proc.pid, signal.SIGTERM)
+        started = time.monotonic()
+        code = proc.wait(60)
+        ended = {j: queue.results.get(j) for j in jobs}
+    assert code == 0
+    assert all(r is not None for r in ended.values()), "a job in flight was left without an answer"
+    assert not group_alive(spawned["pid"])
+    reliability(
+        "SIGTERM with 5 streaming jobs in flight",
+        "stopped",
+        f"every job finished or got an error; vLLM group gone; worker exit 0 after {time.monotonic() - started:.1f} s",
+    )
