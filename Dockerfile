@@ -31,9 +31,10 @@ ENV BASE_PATH=${BASE_PATH} \
 # HF_HOME: a network volume mounted at BASE_PATH would hide anything baked under it.
 ARG MODEL_NAME=""
 ARG MODEL_REVISION=main
-# DL3064 mistakes the TOKEN in TOKENIZER_* for a credential; these are repo names.
+# DL3064 takes the TOKEN in TOKENIZER_NAME for a credential; it is a repo id.
 # hadolint ignore=DL3064
 ARG TOKENIZER_NAME=""
+# DL3064 again: TOKENIZER_REVISION is a branch, tag or commit, not a credential.
 # hadolint ignore=DL3064
 ARG TOKENIZER_REVISION=""
 ARG QUANTIZATION=""

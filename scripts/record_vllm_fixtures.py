@@ -81,6 +81,7 @@ class Case:
     until_ready: bool = False  # run to "Application startup complete.", probe, SIGTERM
     expect_exit: int | None = None
     notes: str = ""
+    disk_kb: int | None = None  # HF_HOME on a tmpfs this small (needs root to mount)
 
 
 CASES: tuple[Case, ...] = (
@@ -239,6 +240,21 @@ CASES: tuple[Case, ...] = (
         notes="downloaded through the fake hub into an empty HF_HOME, then served; SIGTERM to "
         "the process group after ready. " + LOW_MEMORY_NOTE,
     ),
+    Case(
+        "disk-full-download",
+        "other",
+        None,
+        r"No space left on device",
+        pick="first",
+        model=HUB_OK,
+        hub="fake",
+        extra=LOW_MEMORY,
+        disk_kb=512,
+        expect_exit=1,
+        notes="HF_HOME on a 512 KiB tmpfs: the weights (1.5 MB) do not fit, the download "
+        "fails with ENOSPC. Not one of the failure categories (label other = unknown, "
+        "transient: another host may have room; the crash-loop breaker stops repeats).",
+    ),
 )
 
 
@@ -347,6 +363,12 @@ def _stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> str:
 def run_case(case: Case, models: dict[str, Path], hub: HubServer, tmp: Path) -> Run:
     home = tmp / f"home-{case.name}"
     home.mkdir()
+    if case.disk_kb is not None:
+        (home / "hf").mkdir()
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={case.disk_kb}k", "tmpfs", str(home / "hf")],
+            check=True,
+        )
     model = str(models[case.model]) if case.hub == "local" else case.model
     port = free_port()
     cmd = build_command(case, model, port)
@@ -521,7 +543,13 @@ def main(argv: list[str] | None = None) -> int:
         with HubServer(repos, gated={HUB_GATED}) as hub:
             for case in cases:
                 print(f"== {case.name} ...", flush=True)
-                run = run_case(case, models, hub, tmp)
+                try:
+                    run = run_case(case, models, hub, tmp)
+                finally:
+                    if case.disk_kb is not None:
+                        subprocess.run(
+                            ["umount", str(tmp / f"home-{case.name}" / "hf")], check=False
+                        )
                 cause = root_cause_line(case, run.output)
                 problems = []
                 if cause is None:

@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import (
@@ -26,6 +28,71 @@ from tests.support.vllm_env import (
 
 pytestmark = [needs_vllm, pytest.mark.vllm]
 SERVED = "tiny"
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_SAMPLING = st.fixed_dictionaries(
+    {"max_tokens": st.integers(1, 2)}, optional={"temperature": st.floats(0, 2)}
+)
+JOB_INPUTS = st.one_of(
+    _JSON,
+    st.fixed_dictionaries(
+        {"prompt": st.text(max_size=20) | _JSON},
+        optional={"sampling_params": _SAMPLING | _JSON, "stream": st.booleans() | _JSON},
+    ),
+    st.fixed_dictionaries(
+        {
+            "messages": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "role": st.sampled_from(["user", "system", "x"]),
+                        "content": st.text(max_size=10),
+                    }
+                ),
+                max_size=2,
+            )
+            | _JSON
+        },
+        optional={"sampling_params": _SAMPLING},
+    ),
+    st.fixed_dictionaries(
+        {
+            "openai_route": st.sampled_from(
+                [
+                    "/v1/models",
+                    "/v1/completions",
+                    "/v1/nope",
+                    "/../etc",
+                    "v1/models",
+                    "/v1/chat/completions",
+                ]
+            )
+            | st.text(max_size=12)
+        },
+        optional={
+            "openai_input": st.fixed_dictionaries(
+                {},
+                optional={
+                    "prompt": st.text(max_size=5),
+                    "max_tokens": st.integers(-1, 2),
+                    "messages": _JSON,
+                },
+            )
+            | _JSON
+        },
+    ),
+    st.fixed_dictionaries(
+        {
+            "route": st.text(max_size=12) | st.just("/v1/models"),
+            "method": st.sampled_from(["GET", "POST", "PUT", "get"]) | _JSON,
+        },
+        optional={"body": _JSON},
+    ),
+)
 CHAT = [{"role": "user", "content": "Say hello"}]
 
 
@@ -167,24 +234,71 @@ def test_thirty_concurrent_jobs(ready_worker):
     assert all(r["output"][0]["object"] == "text_completion" for r in results)
 
 
-def test_vllm_killed_mid_stream_ends_jobs_with_errors_and_worker_exits_nonzero(ready_worker):
+def test_queue_faults_lose_nothing_deliverable(ready_worker, reliability):
+    queue = ready_worker["queue"]
+    queue.fail_next(2, status=500, kinds=("job-done",))
+    first = _output(queue, {"prompt": "a", "sampling_params": {"max_tokens": 2}})
+    assert first["output"][0]["object"] == "text_completion"  # delivered on the SDK's retry
+    queue.drop_connections(1, kinds=("job-take",))
+    second = _output(queue, {"prompt": "b", "sampling_params": {"max_tokens": 2}})
+    assert second["output"][0]["object"] == "text_completion"  # the worker kept serving
+    reliability(
+        "job queue answers 500 twice to job-done; drops a job-take connection",
+        "ready",
+        "result delivered on retry; worker keeps taking jobs",
+    )
+
+
+@settings(
+    max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
+@given(job_input=JOB_INPUTS)
+def test_generated_inputs_get_an_answer_or_a_structured_error(ready_worker, job_input):
+    done = _output(ready_worker["queue"], job_input, timeout=120)
+    if "error" in done:
+        error = json.loads(done["error"])
+        assert {"message", "type", "code"} <= set(error)
+    else:
+        assert isinstance(done["output"], list) and done["output"]
+    assert ready_worker["proc"].poll() is None
+
+
+def test_hypothesis_inputs_recorded(ready_worker, reliability):
+    assert ready_worker["proc"].poll() is None
+    reliability(
+        "1,000 generated job inputs (hypothesis: any JSON, near-valid shapes)",
+        "ready",
+        "each got a structured error or a valid answer; worker never crashed",
+    )
+
+
+def test_vllm_killed_with_jobs_in_flight(ready_worker, reliability):
     # Last test of the module: it ends the shared worker.
     queue, tmp, proc = ready_worker["queue"], ready_worker["tmp"], ready_worker["proc"]
     spawned = next(e for e in events(tmp) if e.get("event") == "vllm.spawned")
-    job = queue.submit(
-        {
-            "openai_route": "/v1/completions",
-            "openai_input": {
-                "prompt": "long",
-                "max_tokens": 400,
-                "stream": True,
-                "ignore_eos": True,
-            },
-        }
-    )
-    queue.wait_for(lambda: len(queue.job(job).stream) >= 2, 120, "first streamed chunks")
+    jobs = [
+        queue.submit(
+            {
+                "openai_route": "/v1/completions",
+                "openai_input": {
+                    "prompt": f"long {i}",
+                    "max_tokens": 400,
+                    "stream": True,
+                    "ignore_eos": True,
+                },
+            }
+        )
+        for i in range(10)
+    ]
+    for job in jobs:
+        queue.wait_for(lambda job=job: len(queue.job(job).stream) >= 1, 180, "first streamed chunk")
     os.killpg(spawned["pid"], signal.SIGKILL)
-    done = queue.wait_done(job, 60)
-    assert json.loads(done["error"])["type"] == "upstream_error"
+    answers = [queue.wait_done(job, 60) for job in jobs]
+    assert all(json.loads(a["error"])["type"] == "upstream_error" for a in answers)
     assert proc.wait(60) != 0
     assert not group_alive(spawned["pid"])
+    reliability(
+        "vLLM SIGKILLed mid-stream with 10 jobs in flight",
+        "failed-transient",
+        "all 10 jobs ended with an upstream_error; worker exit 1; no process left",
+    )
