@@ -19,6 +19,10 @@ COPY rules/ /src/rules/
 RUN python3 -m venv /opt/worker \
     && /opt/worker/bin/pip install --no-cache-dir --disable-pip-version-check /src \
     && rm -rf /src
+# `python -m` puts the working directory first on sys.path: the base image's workspace
+# must not be able to shadow the worker's packages, in `python -m worker.bake` below or
+# in the entrypoint.
+WORKDIR /opt/worker
 
 # Caches on the network volume (when one is attached at BASE_PATH) survive cold starts.
 ARG BASE_PATH=/runpod-volume
@@ -50,8 +54,5 @@ RUN --mount=type=secret,id=HF_TOKEN \
         && rm -rf /tmp/bake-hf-home; \
     fi
 
-# `python -m` puts the working directory first on sys.path; the base image's workspace
-# must not be able to shadow the worker's packages.
-WORKDIR /opt/worker
 # Exec form: replaces the base image's `vllm serve` entrypoint (and resets its CMD).
 ENTRYPOINT ["/opt/worker/bin/python", "-m", "worker"]

@@ -130,7 +130,7 @@ def test_the_model_repo_as_tokenizer_is_not_downloaded_twice(
             {"model": GATED, "token": SECRET},
             f"{GATED} is a gated model and the HF_TOKEN secret has no access to it",
         ),
-        ({"model": MISSING}, f"model repo {MISSING} was not found on "),
+        ({"model": MISSING}, f"repo {MISSING} was not found on "),
         ({"model": OK, "revision": "v9"}, f"{OK} has no revision 'v9': set MODEL_REVISION"),
         ({"model": OK, "tokenizer": MISSING}, "check TOKENIZER_NAME"),
         ({"model": "not a//repo id"}, "MODEL_NAME='not a//repo id' is not a Hugging Face repo"),

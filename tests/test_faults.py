@@ -98,7 +98,7 @@ def test_broken_rule_pack_stops_the_worker_clearly(tmp_path, reliability):
 @pytest.mark.vllm
 def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
     model = build_tiny_model(tmp_path / "model")
-    env = worker_env(tmp_path, MODEL_NAME=str(model), VLLM_STALL_TIMEOUT="5")
+    env = worker_env(tmp_path, MODEL_NAME=str(model), VLLM_STALL_TIMEOUT="30")
     supervisor = Supervisor(load_settings(env), load_pack(), env, passthrough=io.BytesIO())
     inner = supervisor.state_changed
 
@@ -115,7 +115,7 @@ def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
     assert supervisor.wait_stopped(60)
     assert supervisor.state is WorkerState.FAILED_TRANSIENT
     assert "stalled while loading" in supervisor.diagnosis.cause
-    assert "VLLM_STALL_TIMEOUT=5" in supervisor.diagnosis.cause
+    assert "VLLM_STALL_TIMEOUT=30" in supervisor.diagnosis.cause
     assert not group_alive(pgid)
     reliability(
         "vLLM stopped (SIGSTOP) while loading",

@@ -119,9 +119,7 @@ def _explain(exc: Exception, repo: Repo, token: str | None, endpoint: str) -> Ba
         )
     if isinstance(exc, RepositoryNotFoundError):
         private = "" if token else " (a private repo also needs the HF_TOKEN secret)"
-        return BakeError(
-            f"model repo {name} was not found on {endpoint}: check {repo.name_var}{private}"
-        )
+        return BakeError(f"repo {name} was not found on {endpoint}: check {repo.name_var}{private}")
     if isinstance(exc, HFValidationError):
         return BakeError(
             f"{repo.name_var}={name!r} is not a Hugging Face repo id (like org/model): "
