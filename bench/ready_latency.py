@@ -160,6 +160,9 @@ def run_supervisor(env: dict[str, str], timeout: float = 600) -> dict:
         "settled_at": settled_at[0],
         "startup_line_at": writer.first(STARTUP_LINE),
         "last_line_at": writer.lines[-1][0] if writer.lines else None,
+        "last_line": writer.lines[-1][1].decode("utf-8", "replace").strip()[:160]
+        if writer.lines
+        else None,
         "lines": len(writer.lines),
         "exited_at": watch.exited_at,
         "ready_after_startup_line_ms": cold.get("ready_after_startup_line_ms"),

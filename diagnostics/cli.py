@@ -10,6 +10,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -63,5 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def run() -> int:
+    """Console-script entry: like main(), quiet when the reader closes the pipe (| head)."""
+    try:
+        return main()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

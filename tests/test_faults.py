@@ -158,3 +158,33 @@ def test_sigterm_with_jobs_in_flight(tmp_path, reliability):
         "stopped",
         f"every job finished or got an error; vLLM group gone; worker exit 0 after {time.monotonic() - started:.1f} s",
     )
+
+
+def test_disk_full_is_named_and_an_unwritable_ledger_is_not_fatal(tmp_path, reliability):
+    """The HF cache filled up (a real vLLM 0.32 log of ENOSPC during the download, replayed:
+    the disk itself cannot be filled safely in a test), and the crash-loop ledger cannot be
+    written (its folder is a file): the job gets the disk-full cause, the worker exits 1."""
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    (volume / ".vllm-worker").write_text("a file where the ledger folder should be")
+    fixture = ROOT / "fixtures/vllm-0.32/disk-full-download.log"
+    with QueueServer() as queue:
+        env = worker_env(
+            tmp_path,
+            MODEL_NAME="stand-in/model",
+            BASE_PATH=str(volume),
+            VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {fixture} 1",
+            **queue.env(),
+        )
+        job = queue.submit({"prompt": "x"})
+        proc = start_worker(env, tmp_path)
+        assert proc.wait(120) == 1
+        error = json.loads(queue.results[job]["error"])
+    assert error["type"] == "prestart_failed" and error["rule"] == "disk-full"
+    assert "container disk" in error["message"]
+    assert any(e.get("event") == "breaker.ledger_unwritable" for e in events(tmp_path))
+    reliability(
+        "disk full in the HF cache; crash-loop ledger unwritable",
+        "failed-transient",
+        "job told the disk is full and what to resize; ledger problem logged, not fatal; exit 1",
+    )

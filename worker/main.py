@@ -54,6 +54,10 @@ def main() -> int:
         config_error = None
     except ConfigError as exc:
         settings, config_error = None, exc
+    except Exception as exc:  # a bug must not become a crash loop: report it to every job
+        log.exception("worker.settings_crashed")
+        settings = None
+        config_error = ConfigError("configuration", f"the worker could not read it ({exc!r})")
     if settings is not None:
         for warning in settings.warnings:
             log.warning("worker.config_warning", warning=warning)
