@@ -228,6 +228,9 @@ traced(sdk_worker, "run_worker", "sdk.run_worker")
 traced(sdk_worker, "run_fitness_checks", "sdk.run_fitness_checks", is_async=True)
 traced(rp_ping.Heartbeat, "start_ping", "sdk.heartbeat.start_ping")
 traced(rp_scale.JobScaler, "start", "sdk.JobScaler.start")
+traced(rp_scale.JobScaler, "run", "sdk.JobScaler.run", is_async=True)
+traced(rp_scale, "AsyncClientSession", "sdk.AsyncClientSession")
+traced(rp_ping.Heartbeat, "process_loop", "sdk.ping_process")  # in the forked child
 traced(rp_scale.JobScaler, "set_scale", "sdk.JobScaler.set_scale", is_async=True)
 traced(rp_scale, "get_job", "sdk.get_job", is_async=True)  # JobScaler binds it at init
 
@@ -335,6 +338,24 @@ def main() -> int:
                 f"  {key:30s} median {statistics.median(values):8.1f}  "
                 f"min {min(values):8.1f}  max {max(values):8.1f}  runs {values}"
             )
+    traced = [
+        r["marks_ms_after_ready"]
+        for r in results.get("first-job", [])
+        if "marks_ms_after_ready" in r
+    ]
+    if traced:
+        print(
+            "\n  SDK start-up marks, ms after the ready log line (median over rounds; first of each):"
+        )
+        firsts: dict[str, list[float]] = {}
+        for marks in traced:
+            seen: set[str] = set()
+            for name, ms in marks:
+                if name not in seen:
+                    seen.add(name)
+                    firsts.setdefault(name, []).append(ms)
+        for name, values in sorted(firsts.items(), key=lambda item: statistics.median(item[1])):
+            print(f"    {statistics.median(values):8.1f}  {name}  {values}")
     if args.json:
         with contextlib.suppress(OSError):
             args.json.write_text(

@@ -103,7 +103,7 @@ def candidate_lines(blocks, pack: RulePack) -> Iterator[tuple[int, str]]:
     owed = 0  # lines still to send after the last hit (may run into the next block)
     for block in blocks:
         size = len(block)
-        hits = _hit_line_starts(block, _match_ends(pack, block))
+        hits = _hit_line_starts(block, pack)
         pos = 0
         index = 0
         line_start = 0
@@ -128,34 +128,29 @@ def candidate_lines(blocks, pack: RulePack) -> Iterator[tuple[int, str]]:
         lineno += block.count(b"\n", pos)
 
 
-def _match_ends(pack: RulePack, block: bytes) -> list[int]:
-    ends: list[int] = []
-    pack.database.scan(block, match_event_handler=lambda _i, _f, t, _fl, _c: ends.append(t))
-    return ends
-
-
-def _hit_line_starts(block: bytes, ends: list[int]) -> list[int]:
-    """Sorted start offsets of the lines that hold a match end or an ANSI escape."""
+def _hit_line_starts(block: bytes, pack: RulePack) -> list[int]:
+    """Sorted start offsets of the lines that hold a match or an ANSI escape."""
     starts: list[int] = []
-    line_end = -1  # offset of the newline that ends the line last added
-    ends.sort()
-    for end in ends:
+    line_start, line_end = 0, -1  # the line last added, up to and including its newline
+
+    def on_match(_id, _from, to, _flags, _context) -> None:
+        nonlocal line_start, line_end
         # A match ending exactly at a newline belongs to the line before it.
-        at = max(end - 1, 0)
-        if at <= line_end:
-            continue  # another match on the same line
-        starts.append(block.rfind(b"\n", 0, at) + 1)
+        at = to - 1 if to else 0
+        if line_start <= at <= line_end:
+            return  # another match on the same line (patterns ending in .* give many)
+        line_start = block.rfind(b"\n", 0, at) + 1
         line_end = block.find(b"\n", at)
         if line_end < 0:
             line_end = len(block)
+        starts.append(line_start)
+
+    pack.database.scan(block, match_event_handler=on_match)
     index = block.find(b"\x1b[")
-    if index < 0:
-        return starts
-    colour: list[int] = []
     while index >= 0:
-        colour.append(block.rfind(b"\n", 0, index) + 1)
+        starts.append(block.rfind(b"\n", 0, index) + 1)
         nxt = block.find(b"\n", index)
         if nxt < 0:
             break
         index = block.find(b"\x1b[", nxt)
-    return sorted({*starts, *colour})
+    return sorted(set(starts))

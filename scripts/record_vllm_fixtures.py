@@ -160,6 +160,19 @@ CASES: tuple[Case, ...] = (
         "log is only the generic 'Engine core initialization failed' wrapper.",
     ),
     Case(
+        "kv-cache-below-max-len",
+        "kv_cache",
+        True,
+        r"KV cache is needed, which is larger than the available KV cache memory",
+        pick="first",
+        max_model_len=None,
+        extra=("--max-model-len", "2048", "--kv-cache-memory-bytes", "1000000"),
+        expect_exit=1,
+        notes="about 1 MB of KV cache holds fewer tokens than one 2048-token request needs: "
+        "vLLM says how much is needed, how much is available and the largest max model len "
+        "that fits.",
+    ),
+    Case(
         "kv-cache-above-ram",
         "kv_cache",
         True,
