@@ -9,6 +9,7 @@ import pytest
 from transitions import MachineError
 
 from diagnostics import Category, Diagnosis, State
+from diagnostics.model import failed_state
 from tests.support.vllm_env import ROOT
 from worker.machine import Lifecycle, WorkerState
 
@@ -48,7 +49,7 @@ def test_cold_start_path():
 def test_failure_follows_the_diagnosis(category, state):
     effects = Recorder()
     lifecycle = Lifecycle(effects)
-    lifecycle.fail(Diagnosis(State.FAILED_PERMANENT, category, "r"))
+    lifecycle.fail(Diagnosis(failed_state(category), category, "r"))
     assert lifecycle.state is state
     assert effects.calls[-1] == ("failed", "r")
 
