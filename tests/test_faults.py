@@ -188,3 +188,41 @@ def test_disk_full_is_named_and_an_unwritable_ledger_is_not_fatal(tmp_path, reli
         "failed-transient",
         "job told the disk is full and what to resize; ledger problem logged, not fatal; exit 1",
     )
+
+
+@needs_vllm
+@pytest.mark.vllm
+def test_sigterm_while_vllm_loads_kills_its_group(tmp_path, reliability):
+    """vLLM 0.32 ignores SIGTERM while its engine initialises: the worker must escalate."""
+    model = build_tiny_model(tmp_path / "model")
+    env = worker_env(tmp_path, MODEL_NAME=str(model), VLLM_SHUTDOWN_GRACE="3")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "worker"],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pgid = None
+    lines = []
+    for line in proc.stderr:  # blocks until the worker writes: no polling
+        lines.append(line)
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("event") == "vllm.spawned":
+            pgid = event["pid"]
+        if event.get("event") == "worker.state_changed" and event.get("dest") == "loading":
+            break
+    assert pgid is not None, "".join(lines[-20:])
+    os.killpg(proc.pid, signal.SIGTERM)
+    lines += proc.stderr.read().splitlines(keepends=True)
+    assert proc.wait(60) == 0
+    assert not group_alive(pgid)
+    stopped = [json.loads(x) for x in lines if '"worker.state_changed"' in x and '"stopped"' in x]
+    assert stopped, "".join(lines[-20:])
+    reliability(
+        "SIGTERM while vLLM loads (vLLM ignores SIGTERM then)",
+        "stopped",
+        "SIGTERM, then SIGKILL after VLLM_SHUTDOWN_GRACE; vLLM's process group gone; exit 0",
+    )
