@@ -131,7 +131,7 @@ class Classifier:
 
     def _scan(self, text: str) -> set[int]:
         ids: set[int] = set()
-        self.pack.database.scan(
+        self.pack.line_database.scan(
             text.encode("utf-8", "surrogateescape"),
             match_event_handler=lambda i, _f, _t, _fl, _c: ids.add(i),
         )

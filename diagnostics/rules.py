@@ -103,6 +103,8 @@ class RulePack:
         self.patterns.append(Pattern("traceback", -1, re.compile(TRACEBACK_START)))
         try:
             self.database = _compile(self.patterns)
+            # Per-line matching only needs which patterns hit, once each.
+            self.line_database = _compile(self.patterns, single_match=True)
         except RulePackError:
             self._name_unsupported()
             raise
@@ -313,10 +315,11 @@ def _check_template(template: object, patterns, defaults, where: str, key: str) 
             )
 
 
-def _compile(patterns: list[Pattern]) -> hyperscan.Database:
+def _compile(patterns: list[Pattern], single_match: bool = False) -> hyperscan.Database:
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     expressions = [_unanchored(p.regex.pattern).encode("utf-8") for p in patterns]
-    flags = [_hs_flags(p.regex) for p in patterns]
+    extra = hyperscan.HS_FLAG_SINGLEMATCH if single_match else 0
+    flags = [_hs_flags(p.regex) | extra for p in patterns]
     try:
         db.compile(
             expressions=expressions,

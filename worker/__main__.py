@@ -1,7 +1,5 @@
 """``python -m worker``: run the RunPod worker."""
 
-import sys
+from worker.main import exit_now, main
 
-from worker.main import main
-
-sys.exit(main())
+exit_now(main())

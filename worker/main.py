@@ -3,17 +3,19 @@
 Order of events:
 1. read settings and the rule pack (a bad setting → failed-permanent without starting
    vLLM; a broken rule pack → exit 3);
-2. start the supervisor thread (vLLM starts) and wait until it settles, handling
-   SIGTERM/SIGINT ourselves meanwhile: no job is taken while vLLM starts, so jobs stay
-   queued on the platform;
-3. hand the main thread to the RunPod SDK with the handler for the settled state:
-   ready and failed-permanent serve until SIGTERM; failed-transient answers one job
-   (or none within TRANSIENT_ANSWER_TIMEOUT) and exits 1;
+2. start the supervisor thread (vLLM starts), handling SIGTERM/SIGINT ourselves until
+   the SDK takes them over: no job is taken while vLLM starts, so jobs stay queued on
+   the platform;
+3. hand the main thread to the RunPod SDK at once; its concurrency modifier (the
+   job gate) holds job intake until vLLM settles, then ready and failed-permanent
+   serve until SIGTERM and failed-transient answers one job (or none within
+   TRANSIENT_ANSWER_TIMEOUT) and exits 1;
 4. whatever happens, stop vLLM's process group before exiting.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -25,6 +27,7 @@ from diagnostics import RulePackError, load_pack
 from diagnostics.redact import Redactor
 from worker import logs
 from worker.errors import ConfigError
+from worker.gate import JobGate
 from worker.handler import make_handler
 from worker.machine import WorkerState
 from worker.proxy import VllmProxy
@@ -38,6 +41,7 @@ EXIT_OK, EXIT_TRANSIENT, EXIT_RULES = 0, 1, 3
 
 def main() -> int:
     env = dict(os.environ)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: dump stacks
     logs.configure(env, Redactor(secrets_of(env)))
     # The SDK logs every job's output at DEBUG; keep its log to what operators need.
     os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
@@ -85,52 +89,86 @@ def main() -> int:
         supervisor.lifecycle.fail(config_failure(config_error.var, str(config_error.message)))
     else:
         supervisor.run_in_thread()
-    while not supervisor.settled.wait(0.5) and not interrupted.is_set():
-        pass
-    if interrupted.is_set():
-        supervisor.wait_stopped(settings.shutdown_grace_s + 5 if settings else 5)
-        return EXIT_OK
 
-    state = supervisor.state
     served = settings.served_model_name if settings else ""
-    config: dict = {"handler": None, "return_aggregate_stream": True}
-    if state is WorkerState.READY:
-        assert settings is not None
+    concurrency = settings.max_concurrency if settings else 30
+    grace = settings.shutdown_grace_s + 5 if settings else 5.0
+    transient_wait = settings.transient_answer_timeout_s if settings else 30.0
 
-        def proxy_factory() -> VllmProxy:
-            return VllmProxy(
-                settings.vllm_port,
-                request_timeout=settings.request_timeout_s,
-                max_concurrency=settings.max_concurrency,
-            )
+    def proxy_factory() -> VllmProxy:
+        assert settings is not None and supervisor.state is WorkerState.READY
+        return VllmProxy(
+            settings.vllm_port,
+            request_timeout=settings.request_timeout_s,
+            max_concurrency=settings.max_concurrency,
+        )
 
-        concurrency = settings.max_concurrency
-        config["handler"] = make_handler(supervisor, proxy_factory, served)
-        config["concurrency_modifier"] = lambda _current: concurrency
-        supervisor.on_died = _terminate_self
-    elif state is WorkerState.FAILED_PERMANENT:
-        config["handler"] = make_handler(supervisor, _no_proxy, served)
-        concurrency = settings.max_concurrency if settings else 30
-        config["concurrency_modifier"] = lambda _current: concurrency
-    else:  # failed-transient: answer one job, then exit so the platform retries
-        config["handler"] = make_handler(supervisor, _no_proxy, served)
-        config["refresh_worker"] = True
-        config["concurrency_modifier"] = lambda _current: 1
-        timeout = settings.transient_answer_timeout_s if settings else 30.0
-        timer = threading.Timer(timeout, _terminate_self)
+    def exit_later() -> None:
+        timer = threading.Timer(transient_wait, _terminate_self)
         timer.daemon = True
         timer.start()
 
+    config: dict = {
+        "handler": make_handler(supervisor, proxy_factory, served),
+        "return_aggregate_stream": True,
+    }
+    supervisor.on_died = _terminate_self
+    if os.environ.get("RUNPOD_WEBHOOK_GET_JOB"):
+        # The real job loop: start the SDK now; the gate holds job intake until settled.
+        config["concurrency_modifier"] = JobGate(
+            supervisor,
+            config,
+            concurrency,
+            interrupted,
+            exit_later,
+            grace_s=settings.shutdown_grace_s if settings else 10.0,
+            jobs_in_flight=_jobs_in_flight,
+        )
+    else:
+        # Local modes (--rp_serve_api, --test_input) ignore the modifier: wait here.
+        while not supervisor.settled.wait(0.5) and not interrupted.is_set():
+            pass
+        if interrupted.is_set():
+            supervisor.wait_stopped(grace)
+            return EXIT_OK
+    # The SDK forks its heartbeat process: never while vLLM is being spawned.
+    while not supervisor.spawned.wait(0.5) and not interrupted.is_set():
+        pass
+    if interrupted.is_set():
+        supervisor.wait_stopped(grace)
+        return EXIT_OK
     try:
         runpod.serverless.start(config)
     finally:
         supervisor.request_stop()
-        supervisor.wait_stopped(settings.shutdown_grace_s + 5 if settings else 5)
+        supervisor.wait_stopped(grace)
     return EXIT_TRANSIENT if supervisor.state is WorkerState.FAILED_TRANSIENT else EXIT_OK
 
 
-def _no_proxy() -> VllmProxy:
-    raise AssertionError("no proxy outside the ready state")
+def exit_now(code: int) -> None:
+    """Exit without waiting on the SDK's helper processes.
+
+    The SDK leaves its heartbeat process (and a shared-memory manager) behind when its
+    loop returns; interpreter shutdown would then wait on them, and it was seen to hang.
+    They are stopped here, vLLM is already stopped, so nothing is left behind.
+    """
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        child.terminate()
+    for child in multiprocessing.active_children():
+        child.join(timeout=2)
+        if child.is_alive():
+            child.kill()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _jobs_in_flight() -> int:
+    from runpod.serverless.modules.worker_state import JobsProgress
+
+    return JobsProgress().get_job_count()
 
 
 def _terminate_self() -> None:
@@ -139,4 +177,4 @@ def _terminate_self() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -81,6 +81,10 @@ class Supervisor:
         self.lifecycle = Lifecycle(self)
         self.settled = threading.Event()
         self.stopped = threading.Event()
+        # Set once vLLM has been spawned (or will not be). Anything that forks in this
+        # process (the RunPod SDK's heartbeat) must wait for it: a fork during the spawn
+        # inherits the spawn's exec-status pipe and leaves the spawn waiting forever.
+        self.spawned = threading.Event()
         self._on_settled = on_settled
         self._out = passthrough if passthrough is not None else sys.stdout.buffer
         self._proc: asyncio.subprocess.Process | None = None
@@ -96,6 +100,7 @@ class Supervisor:
         self.ledger = RestartLedger(None, time.time)
         if settings is None:  # configuration failed: vLLM is never launched
             self.stopped.set()
+            self.spawned.set()
         else:
             self._key = config_key(settings.vllm_command, settings.vllm_args)
             base = settings.base_path
@@ -180,6 +185,7 @@ class Supervisor:
             if not self.lifecycle.settled:
                 self._fail(self.classifier.diagnosis(exited=True))
         finally:
+            self.spawned.set()
             self.stopped.set()
 
     def request_stop(self) -> None:
@@ -209,21 +215,17 @@ class Supervisor:
         watch = DownloadWatch(cache)
         log.info("vllm.spawning", command=self.redact(" ".join(argv)), hf_cache=str(cache))
         if self._stop_requested:
+            self.spawned.set()
             return
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
+            self._proc = await self._spawn(argv, env)
         except OSError as exc:
             self._fail(
                 config_failure("VLLM_COMMAND", f"cannot run {argv[0]!r}: {exc.strerror or exc}")
             )
             return
+        finally:
+            self.spawned.set()
         log.info("vllm.spawned", pid=self._proc.pid)
         _widen_pipe(self._proc)
         if self._stop_requested:
@@ -242,6 +244,16 @@ class Supervisor:
                 self._probe_task.cancel()
             await self._kill()  # reap stragglers in the group, even after a clean exit
         self._on_exit(self.exit_code)
+
+    async def _spawn(self, argv: list[str], env: dict[str, str]) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
 
     def _child_env(self) -> dict[str, str]:
         assert self.settings is not None
@@ -301,7 +313,7 @@ class Supervisor:
         self._last_activity = time.monotonic()
         self._clock.line(text)
         phase = self.classifier.feed(text)
-        if phase is State.READY and "Application startup complete" in text:
+        if self._startup_complete_at is None and "Application startup complete" in text:
             self._startup_complete_at = time.monotonic()
         if phase is not None:
             self._phase(phase)
