@@ -9,11 +9,12 @@ its queue only when the value changes, and it should not.
 
 The first call also chains a SIGTERM/SIGINT handler in front of the SDK's:
 - while vLLM is still starting, a stop also stops vLLM (the SDK knows nothing of it);
-- once settled, the gate closes first (no new job-take), a job-take already on the
-  wire gets ``TAKE_SETTLE_S`` to arrive and start, then the SDK's graceful stop runs
-  (it lets jobs in flight finish); jobs still running after the grace period lose
-  vLLM, so they end with an error instead of holding the worker: nothing taken is
-  left without an answer.
+- once settled, a job-take already on the wire gets ``TAKE_SETTLE_S`` to arrive and
+  start, then the SDK's graceful stop runs (it takes no new job and lets jobs in
+  flight finish); jobs still running after the grace period lose vLLM, so they end
+  with an error instead of holding the worker: nothing taken is left without an
+  answer. (The modifier's value is never changed to stop intake: the SDK cannot
+  resize with jobs queued.)
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ class JobGate:
                 if self.interrupted.is_set():
                     return 0
             self.value = self._decide()
-        return 0 if self.interrupted.is_set() or self.closed.is_set() else self.value
+        # Never change the value once serving: the SDK would stop starting queued jobs
+        # while it waits for the jobs in flight to end (its resize), and hang.
+        return self.value
 
     def _decide(self) -> int:
         state = self.supervisor.state
