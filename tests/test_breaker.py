@@ -83,7 +83,7 @@ def test_key_ignores_tokens_but_not_flags():
     assert config_key(["vllm", "serve"], ["--model", "m", "--max-model-len", "9"]) != base
 
 
-def test_worker_trips_the_breaker_on_the_third_transient_failure(tmp_path):
+def test_worker_trips_the_breaker_on_the_third_transient_failure(tmp_path, reliability):
     volume = tmp_path / "volume"
     volume.mkdir()
     codes, answers = [], []
@@ -115,3 +115,8 @@ def test_worker_trips_the_breaker_on_the_third_transient_failure(tmp_path):
         assert answer["type"] == "startup_error" and answer["rule"] == "crash-loop-breaker"
         assert "3 times" in answer["message"] and "3x cuda_fault" in answer["message"]
     assert (volume / ".vllm-worker" / "restart-ledger.json").exists()
+    reliability(
+        "the same GPU fault on three starts in a row (stand-in replaying a real log)",
+        "failed-transient twice, then failed-permanent",
+        "exits 1, 1; the third start stays up and answers every job with the count and how to reset",
+    )
