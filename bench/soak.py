@@ -53,6 +53,7 @@ def main() -> int:
         start_rss = rss_mb(proc.pid)
         deadline = time.monotonic() + args.minutes * 60
         done = errors = 0
+        samples: list[str] = []
         lock = threading.Lock()
 
         def client() -> None:
@@ -83,6 +84,7 @@ def main() -> int:
         "worker_rss_start_mb": round(start_rss, 1),
         "worker_rss_end_mb": round(end_rss, 1),
         "rss_growth_pct": round(100 * (end_rss - start_rss) / start_rss, 1),
+        "error_samples": samples,
     }
     print(json.dumps(report, indent=2))
     return 0 if errors == 0 else 1
