@@ -107,6 +107,11 @@ class Classifier:
         lines = list(self.recent)[-count:]
         return [self.redact(clean_raw(text)) for _, text in lines]
 
+    @property
+    def failure_seen(self) -> bool:
+        """A failure rule has matched (cheap: no rendering, unlike diagnosis())."""
+        return self._best is not None
+
     def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
         if self._best is not None:

@@ -319,7 +319,7 @@ class Supervisor:
             self._phase(phase)
         if (
             self._fatal_seen_at is None
-            and self.classifier.diagnosis().failed
+            and self.classifier.failure_seen
             and self.state is not WorkerState.READY
         ):
             self._fatal_seen_at = time.monotonic()
