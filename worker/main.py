@@ -126,14 +126,9 @@ def main() -> int:
         )
     else:
         # Local modes (--rp_serve_api, --test_input) ignore the modifier: wait here.
-        while not supervisor.settled.wait(0.5) and not interrupted.is_set():
-            pass
-        if interrupted.is_set():
-            supervisor.wait_stopped(grace)
-            return EXIT_OK
+        _wait_unless(supervisor.settled, interrupted)
     # The SDK forks its heartbeat process: never while vLLM is being spawned.
-    while not supervisor.spawned.wait(0.5) and not interrupted.is_set():
-        pass
+    _wait_unless(supervisor.spawned, interrupted)
     if interrupted.is_set():
         supervisor.wait_stopped(grace)
         return EXIT_OK
@@ -143,6 +138,12 @@ def main() -> int:
         supervisor.request_stop()
         supervisor.wait_stopped(grace)
     return EXIT_TRANSIENT if supervisor.state is WorkerState.FAILED_TRANSIENT else EXIT_OK
+
+
+def _wait_unless(event: threading.Event, interrupted: threading.Event) -> None:
+    """Wait for ``event``; give up as soon as a stop signal arrived."""
+    while not event.wait(0.5) and not interrupted.is_set():
+        pass
 
 
 def exit_now(code: int) -> None:
