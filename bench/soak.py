@@ -31,6 +31,26 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def stream_problem(result: dict) -> str | None:
+    """None when a streamed job ended cleanly; else a short description of what it got.
+
+    Items are SSE text cut at event boundaries (one item may hold several events);
+    an error answer is a non-string item or an ``error`` in the job-done body.
+    """
+    if result.get("error"):
+        return f"job error: {str(result['error'])[:300]}"
+    output = result.get("output")
+    if not isinstance(output, list) or not output:
+        return f"no stream output: {str(output)[:300]}"
+    if not all(isinstance(item, str) for item in output):
+        bad = next(item for item in output if not isinstance(item, str))
+        return f"error item: {str(bad)[:300]}"
+    text = "".join(output)
+    if not text.rstrip().endswith("data: [DONE]"):
+        return f"stream did not end with [DONE]: ...{text[-200:]!r}"
+    return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--minutes", type=float, default=10)
@@ -60,13 +80,13 @@ def main() -> int:
             nonlocal done, errors
             while time.monotonic() < deadline:
                 result = queue.wait_done(queue.submit(job), 300)
-                ok = (
-                    isinstance(result.get("output"), list)
-                    and str(result["output"][-1]).strip() == "data: [DONE]"
-                )
+                problem = stream_problem(result)
                 with lock:
-                    done += ok
-                    errors += not ok
+                    done += problem is None
+                    if problem is not None:
+                        errors += 1
+                        if len(samples) < 10:
+                            samples.append(problem)
 
         threads = [threading.Thread(target=client) for _ in range(args.concurrency)]
         for t in threads:

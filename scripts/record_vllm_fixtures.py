@@ -209,7 +209,7 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "offline-cache-miss",
-        "network",
+        "model_not_found",
         True,
         r"LocalEntryNotFoundError: Cannot find an appropriate cached snapshot folder",
         model=HUB_OK,
@@ -270,6 +270,19 @@ CASES: tuple[Case, ...] = (
         "loading the model, as the kernel's OOM killer does when the host runs out of RAM; "
         "the output after the kill is vLLM's own. vLLM 0.32 does not name the signal here, "
         "so nothing in the log says why: label other (unknown, transient).",
+    ),
+    Case(
+        "engine-core-killed",
+        "oom",
+        True,
+        r"Failed core proc\(s\): \{'EngineCore': -9\}",
+        extra=LOW_MEMORY,
+        kill_title="VLLM::EngineCore",
+        expect_exit=1,
+        notes="the engine process (title VLLM::EngineCore) is SIGKILLed as soon as its worker "
+        "starts loading the model, standing in for the kernel's OOM killer (the way host RAM "
+        "exhaustion ends a start); the output after the kill is vLLM's own, which names the "
+        "signal as exit code -9.",
     ),
     Case(
         "disk-full-download",

@@ -118,3 +118,40 @@ def test_secrets_never_reach_the_diagnosis():
     rendered = str(diagnosis.to_dict()) + " ".join(classifier.tail())
     assert token not in rendered
     assert "HF_TOKEN" in diagnosis.fix
+
+
+WRAPPER = (
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s):"
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        (f"{WRAPPER} {{'EngineCore': -9}}", "process-sigkilled"),
+        (
+            "Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor.",
+            "process-sigkilled",
+        ),
+        # Other signals and unknown exit codes are not the OOM killer.
+        (f"{WRAPPER} {{'EngineCore': -11}}", "engine-wrapper"),
+        (
+            "Worker proc VllmWorker-0 died unexpectedly (exit code: None), shutting down executor.",
+            "engine-wrapper",
+        ),
+        (f"{WRAPPER} {{'EngineCore': -90}}", "engine-wrapper"),
+    ],
+)
+def test_only_sigkill_is_read_as_the_oom_killer(line, rule):
+    classifier = Classifier(PACK)
+    classifier.feed(f"(APIServer pid=1) ERROR 11-29 17:19:17 [utils.py:1] {line}")
+    assert classifier.diagnosis(exited=True).rule == rule
+
+
+def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
+    classifier = Classifier(PACK)
+    classifier.feed("(APIServer pid=1) INFO:     Waiting for application shutdown.")
+    classifier.feed(
+        "Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor."
+    )
+    assert classifier.diagnosis(exited=True).rule != "process-sigkilled"

@@ -85,6 +85,19 @@ NEAR_MISSES = [
         "unhandled-exception",
         "nccl-failure",
     ),
+    # A process killed with -9 is the OOM killer's signature; the wrappers and the broken
+    # pipe the orphaned worker prints afterwards do not decide.
+    ("vllm-0.32/engine-core-killed.log", "engine-wrapper", "process-sigkilled"),
+    ("vllm-0.32/engine-core-killed.log", "unhandled-exception", "process-sigkilled"),
+    # A bare "Killed" from the shell after a named cause is not taken for the OOM killer.
+    (
+        "corpus/kv_cache/vllm-15004-v073-wsl-3070-cpu-offload-no-cache-blocks.log",
+        "process-killed",
+        "kv-cache-no-memory",
+    ),
+    # Offline mode with an empty cache is permanent; an unreachable hub is not.
+    ("vllm-0.32/offline-cache-miss.log", "hub-offline-cache-miss", "hub-offline-not-cached"),
+    ("vllm-0.32/hub-unreachable.log", "hub-offline-cache-miss", "hub-unreachable"),
 ]
 
 
