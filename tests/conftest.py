@@ -57,6 +57,13 @@ def reliability(request):
     return record
 
 
+SOAK_NOTE = (
+    "\nNot a test: the soak benchmark (`bench/soak.py`, 30 concurrent streaming jobs for 10 "
+    "minutes through the real SDK job loop) is in `docs/benchmarks.md` §3, with its errors "
+    "and the worker's RSS at the start and the end.\n"
+)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """With RELIABILITY_DOC=1, update docs/reliability.md with the recorded outcomes
     (rows of tests not run this time are kept)."""
@@ -79,5 +86,6 @@ def pytest_sessionfinish(session, exitstatus):
         "| fault | expected state | outcome | test |\n|---|---|---|---|\n"
         + "\n".join(rows[k] for k in sorted(rows))
         + "\n"
+        + SOAK_NOTE
     )
     path.write_text(text)
