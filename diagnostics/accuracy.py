@@ -1,8 +1,8 @@
 """Score the classifier against a labelled corpus (manifest.jsonl beside the logs).
 
 A log counts as right when the diagnosis agrees with its label: a failure category
-must match; ``ok`` must be ready; ``other`` (causes outside our categories) must be
-``unknown``. Used by tests, by ``scripts/corpus_accuracy.py`` and for docs.
+must match (``other`` for causes outside the named categories); ``ok`` must be ready.
+Used by tests, by ``scripts/corpus_accuracy.py`` and for docs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnostics.model import Category, Diagnosis, State
+from diagnostics.model import Diagnosis, State
 from diagnostics.rules import RulePack
 from diagnostics.scan import classify_stream
 
@@ -33,8 +33,7 @@ class Scored:
 
     @property
     def right(self) -> bool:
-        expected = {"other": str(Category.UNKNOWN)}.get(self.label, self.label)
-        return self.predicted == expected
+        return self.predicted == self.label
 
     @property
     def transient_called_permanent(self) -> bool:

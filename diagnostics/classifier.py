@@ -121,7 +121,7 @@ class Classifier:
             where = "after it was ready" if self.phase is State.READY else f"while {self.phase}"
             return Diagnosis(
                 state=State.FAILED_TRANSIENT,
-                category=Category.UNKNOWN,
+                category=Category.OTHER,
                 rule="no-rule-matched",
                 evidence=self._last_evidence(),
                 cause=f"vLLM exited {how} {where}; its output matches no known failure.".replace(

@@ -29,7 +29,7 @@ class Category(enum.StrEnum):
     MODEL_NOT_FOUND = "model_not_found"
     CUDA_FAULT = "cuda_fault"
     NETWORK = "network"
-    UNKNOWN = "unknown"
+    OTHER = "other"
 
     @property
     def permanent(self) -> bool:
@@ -37,7 +37,7 @@ class Category(enum.StrEnum):
         return self not in _TRANSIENT
 
 
-_TRANSIENT = frozenset({Category.CUDA_FAULT, Category.NETWORK, Category.UNKNOWN})
+_TRANSIENT = frozenset({Category.CUDA_FAULT, Category.NETWORK, Category.OTHER})
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,8 @@ class Diagnosis:
         data = asdict(self)
         data["state"] = str(self.state)
         data["category"] = str(self.category) if self.category else None
+        if self.state is State.READY:
+            data["category"] = "ok"  # the label a successful start has in the corpus
         data["permanent"] = self.permanent
         data["message"] = self.message
         return data

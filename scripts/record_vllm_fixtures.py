@@ -209,15 +209,15 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "offline-cache-miss",
-        "model_not_found",
-        True,
+        "network",
+        False,
         r"LocalEntryNotFoundError: Cannot find an appropriate cached snapshot folder",
         model=HUB_OK,
         hub="offline",
         expect_exit=1,
-        notes="HF_HUB_OFFLINE=1 with an empty HF_HOME: offline mode hitting an empty cache. "
-        "Permanent for this configuration (retrying cannot help; unset HF_HUB_OFFLINE or "
-        "pre-populate the cache).",
+        notes="HF_HUB_OFFLINE=1 with an empty HF_HOME: offline mode hitting the hub, labelled "
+        "network as the corpus labels it; a restart fails the same way, so the crash-loop "
+        "breaker is what stops it (unset HF_HUB_OFFLINE or pre-populate the cache).",
     ),
     Case(
         "hub-gated",
@@ -269,7 +269,7 @@ CASES: tuple[Case, ...] = (
         notes="the worker process (title VLLM::Worker) is SIGKILLed as soon as it starts "
         "loading the model, as the kernel's OOM killer does when the host runs out of RAM; "
         "the output after the kill is vLLM's own. vLLM 0.32 does not name the signal here, "
-        "so nothing in the log says why: label other (unknown, transient).",
+        "so nothing in the log says why: label other (transient).",
     ),
     Case(
         "engine-core-killed",
@@ -296,7 +296,7 @@ CASES: tuple[Case, ...] = (
         disk_kb=512,
         expect_exit=1,
         notes="HF_HOME on a 512 KiB tmpfs: the weights (1.5 MB) do not fit, the download "
-        "fails with ENOSPC. Not one of the failure categories (label other = unknown, "
+        "fails with ENOSPC. Not one of the failure categories (label other, "
         "transient: another host may have room; the crash-loop breaker stops repeats).",
     ),
 )

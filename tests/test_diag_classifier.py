@@ -74,7 +74,7 @@ def test_shutdown_wrappers_are_not_a_failure_but_a_real_error_is():
     assert classifier.diagnosis().rule == "cuda-oom-allocate"
 
 
-def test_exit_without_a_recognised_cause_is_transient_unknown():
+def test_exit_without_a_recognised_cause_is_transient_other():
     classifier = Classifier(PACK)
     classifier.feed("(Worker pid=3) INFO 11-29 17:19:30 [x.py:68] Starting to load model /m...")
     diagnosis = classifier.diagnosis(exit_code=-11)

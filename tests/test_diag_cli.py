@@ -28,7 +28,7 @@ def test_json_has_one_object_per_file(capsys):
     assert kv["permanent"] is True
     assert set(kv["evidence"]) == {"line", "text"}
     assert kv["message"] == f"{kv['cause']} {kv['fix']}"
-    assert ok["state"] == "ready" and ok["category"] is None and ok["permanent"] is None
+    assert ok["state"] == "ready" and ok["category"] == "ok" and ok["permanent"] is None
     assert net["state"] == "failed-transient" and net["permanent"] is False
 
 

@@ -68,7 +68,7 @@ def test_ready_can_only_fail_transiently():
     lifecycle.became_ready()
     with pytest.raises(MachineError):
         lifecycle.failed_permanently()
-    lifecycle.diagnosis = Diagnosis(State.FAILED_TRANSIENT, Category.UNKNOWN, "died")
+    lifecycle.diagnosis = Diagnosis(State.FAILED_TRANSIENT, Category.OTHER, "died")
     lifecycle.failed_transiently()
     assert lifecycle.state is WorkerState.FAILED_TRANSIENT
 

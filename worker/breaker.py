@@ -113,9 +113,7 @@ def judge(
         return diagnosis
     counts: dict[str, int] = {}
     for entry in [*history, {"category": str(diagnosis.category)}]:
-        counts[entry.get("category", "unknown")] = (
-            counts.get(entry.get("category", "unknown"), 0) + 1
-        )
+        counts[entry.get("category", "other")] = counts.get(entry.get("category", "other"), 0) + 1
     seen = ", ".join(f"{n}x {c}" for c, n in sorted(counts.items()))
     minutes = window_s / 60
     return replace(

@@ -26,7 +26,7 @@ log = structlog.get_logger("worker.handler")
 def failure_answer(supervisor: Supervisor) -> dict:
     diagnosis = supervisor.diagnosis
     message = diagnosis.message if diagnosis and diagnosis.message else "vLLM is not running."
-    category = str(diagnosis.category) if diagnosis and diagnosis.category else "unknown"
+    category = str(diagnosis.category) if diagnosis and diagnosis.category else "other"
     rule = diagnosis.rule if diagnosis else None
     if supervisor.state is WorkerState.FAILED_PERMANENT:
         return answers.startup_error(message, category=category, rule=rule)

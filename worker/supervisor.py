@@ -402,7 +402,7 @@ class Supervisor:
     def _timeout(self, cause: str) -> Diagnosis:
         return Diagnosis(
             state=State.FAILED_TRANSIENT,
-            category=Category.UNKNOWN,
+            category=Category.OTHER,
             rule="startup-timeout",
             evidence=self.classifier.diagnosis(exited=True).evidence,
             cause=cause + ".",
