@@ -155,3 +155,48 @@ def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
         "Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor."
     )
     assert classifier.diagnosis(exited=True).rule != "process-sigkilled"
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        # Other accelerators print the same OOM with their own name.
+        ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB", "cuda-oom-allocate"),
+        # Driver and device initialisation faults are transient GPU faults.
+        (
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+            "functions before calling NumCudaDevices() that might have already set an error? "
+            "Error 802: system not yet initialized",
+            "no-gpu-visible",
+        ),
+        ("RuntimeError: CUDA driver error: unknown error", "gpu-runtime-fault"),
+        (
+            "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with "
+            "error: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED",
+            "gpu-runtime-fault",
+        ),
+        # Plain socket errors while fetching the model are the network.
+        ("OSError: [Errno 101] Network is unreachable", "hub-unreachable"),
+        (
+            "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='cdn-lfs.hf.co', "
+            "port=443): Read timed out. (read timeout=10)",
+            "hub-unreachable",
+        ),
+        # "No supported config format" names a refused repo id, or a local path that lacks
+        # a config.json.
+        (
+            "ValueError: No supported config format found in mistralai/Mistral-7B-v0.1",
+            "hub-access-refused",
+        ),
+        ("ValueError: No supported config format found in /models/llama", "repo-not-found"),
+        (
+            "OSError: Incorrect path_or_model_id: '/models/llama'. Please provide either the "
+            "path to a local folder or the repo_id of a model on the Hub.",
+            "repo-not-found",
+        ),
+    ],
+)
+def test_message_variants(line, rule):
+    classifier = Classifier(PACK)
+    classifier.feed(line)
+    assert classifier.diagnosis(exited=True).rule == rule
