@@ -42,9 +42,9 @@ def stream_problem(result: dict) -> str | None:
     output = result.get("output")
     if not isinstance(output, list) or not output:
         return f"no stream output: {str(output)[:300]}"
-    if not all(isinstance(item, str) for item in output):
-        bad = next(item for item in output if not isinstance(item, str))
-        return f"error item: {str(bad)[:300]}"
+    for item in output:
+        if not isinstance(item, str):
+            return f"error item: {str(item)[:300]}"
     text = "".join(output)
     if not text.rstrip().endswith("data: [DONE]"):
         return f"stream did not end with [DONE]: ...{text[-200:]!r}"

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnostics.model import Diagnosis, State
+from diagnostics.model import Diagnosis
 from diagnostics.rules import RulePack
 from diagnostics.scan import classify_stream
 
@@ -25,11 +25,7 @@ class Scored:
 
     @property
     def predicted(self) -> str:
-        if self.diagnosis.state is State.READY:
-            return "ok"
-        if self.diagnosis.category is None:
-            return str(self.diagnosis.state)
-        return str(self.diagnosis.category)
+        return self.diagnosis.label or str(self.diagnosis.state)
 
     @property
     def right(self) -> bool:

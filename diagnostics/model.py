@@ -77,6 +77,14 @@ class Diagnosis:
         return self.state is State.FAILED_PERMANENT if self.failed else None
 
     @property
+    def label(self) -> str | None:
+        """The outcome in the corpus's names: "ok" for a start that reached ready, else the
+        category; None while a start is still under way."""
+        if self.state is State.READY:
+            return "ok"
+        return str(self.category) if self.category else None
+
+    @property
     def message(self) -> str | None:
         """Cause and fix in one paragraph: what a job receives."""
         if not self.failed:
@@ -87,9 +95,7 @@ class Diagnosis:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["state"] = str(self.state)
-        data["category"] = str(self.category) if self.category else None
-        if self.state is State.READY:
-            data["category"] = "ok"  # the label a successful start has in the corpus
+        data["category"] = self.label
         data["permanent"] = self.permanent
         data["message"] = self.message
         return data

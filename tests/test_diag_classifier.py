@@ -120,6 +120,13 @@ def test_secrets_never_reach_the_diagnosis():
     assert "HF_TOKEN" in diagnosis.fix
 
 
+def rule_after_exit(*lines: str) -> str | None:
+    """The rule of the verdict once vLLM has exited after printing ``lines``."""
+    classifier = Classifier(PACK)
+    classifier.feed_all(lines)
+    return classifier.diagnosis(exited=True).rule
+
+
 WRAPPER = (
     "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s):"
 )
@@ -143,18 +150,15 @@ WRAPPER = (
     ],
 )
 def test_only_sigkill_is_read_as_the_oom_killer(line, rule):
-    classifier = Classifier(PACK)
-    classifier.feed(f"(APIServer pid=1) ERROR 11-29 17:19:17 [utils.py:1] {line}")
-    assert classifier.diagnosis(exited=True).rule == rule
+    assert rule_after_exit(f"(APIServer pid=1) ERROR 11-29 17:19:17 [utils.py:1] {line}") == rule
 
 
 def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
-    classifier = Classifier(PACK)
-    classifier.feed("(APIServer pid=1) INFO:     Waiting for application shutdown.")
-    classifier.feed(
-        "Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor."
+    rule = rule_after_exit(
+        "(APIServer pid=1) INFO:     Waiting for application shutdown.",
+        "Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor.",
     )
-    assert classifier.diagnosis(exited=True).rule != "process-sigkilled"
+    assert rule != "process-sigkilled"
 
 
 @pytest.mark.parametrize(
@@ -197,6 +201,4 @@ def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
     ],
 )
 def test_message_variants(line, rule):
-    classifier = Classifier(PACK)
-    classifier.feed(line)
-    assert classifier.diagnosis(exited=True).rule == rule
+    assert rule_after_exit(line) == rule
