@@ -2,7 +2,7 @@
 
 The tables come from ``worker.settings.ENV_DOCS``, ``worker.flags`` (aliases, removed
 flags, the vLLM flag snapshot) and examples run through ``worker.flags.build_args``, so
-the page cannot drift from what the worker does; ``tests/test_config_docs.py`` fails
+the page cannot drift from what the worker does; ``tests/worker/test_config_docs.py`` fails
 when it is stale. Prose around the ``<!-- generated:NAME -->`` markers is hand-written.
 
 Usage: python scripts/gen_config_docs.py [--check]
@@ -128,7 +128,7 @@ def _removed_hint(name: str) -> str:
     try:
         (warning,) = flagmod.build_args({name: "<value>"}).warnings
     except (KeyError, IndexError, ValueError):
-        # build_args fails on a hint with unescaped braces (tests/test_config_docs.py
+        # build_args fails on a hint with unescaped braces (tests/worker/test_config_docs.py
         # reports it); the page still shows the hint as written.
         return flagmod.REMOVED_FLAGS[name]
     return warning.split("; ignored: ", 1)[1]

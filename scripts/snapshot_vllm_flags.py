@@ -6,7 +6,7 @@ Run it with the vLLM environment's python (the worker's environment has no vLLM)
     .venv-vllm/bin/python scripts/snapshot_vllm_flags.py --print  # print it instead
 
 The worker turns environment variables into `vllm serve` flags from this snapshot
-(worker/flags.py), and tests/test_flags_snapshot.py reruns the script to catch drift
+(worker/flags.py), and tests/worker/test_flags_snapshot.py reruns the script to catch drift
 when vLLM is upgraded. Output is deterministic: flags sorted, one flag per line, so a
 vLLM upgrade shows up as a readable diff.
 

@@ -80,7 +80,7 @@ def pytest_sessionfinish(session, exitstatus):
     text = (
         "# Reliability: faults injected and what happened\n\n"
         "Produced by the fault-injection tests: `RELIABILITY_DOC=1 ./scripts/test "
-        "tests/test_faults.py tests/test_worker_ready.py tests/test_breaker.py` rewrites "
+        "tests/integration/test_faults.py tests/integration/test_worker_ready.py tests/integration/test_breaker.py` rewrites "
         "the rows of the tests it runs. Each row is a test that passed; the suite asserts "
         "every outcome.\n\n"
         "| fault | expected state | outcome | test |\n|---|---|---|---|\n"

@@ -30,7 +30,7 @@ import yaml
 from worker.errors import ConfigError
 
 # Env vars the worker reads itself (worker.settings): never turned into flags, even if
-# vLLM one day grows a flag of the same name. tests/test_settings.py checks that every
+# vLLM one day grows a flag of the same name. tests/worker/test_settings.py checks that every
 # variable settings reads is listed here.
 WORKER_ENV = frozenset(
     {
@@ -89,7 +89,7 @@ _SERVER_OWNED: Mapping[str, str] = {
 _CLI_OVERRIDES = frozenset({"--host", "--port"})
 
 # Env vars old worker-vllm images accepted whose flags vLLM has since removed. Only used
-# while the name is not a flag in the snapshot (tests/test_flags.py checks that).
+# while the name is not a flag in the snapshot (tests/worker/test_flags.py checks that).
 REMOVED_FLAGS: Mapping[str, str] = {
     "DISABLE_LOG_REQUESTS": "requests are not logged by default now; "
     "set ENABLE_LOG_REQUESTS=true to log them",

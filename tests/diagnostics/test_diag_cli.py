@@ -11,7 +11,7 @@ import pytest
 
 from diagnostics.cli import main
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "corpus"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "corpus"
 KV = FIXTURES / "kv_cache" / "vllm-16141-v083-second-instance-v1-no-cache-blocks.log"
 OK = FIXTURES / "ok" / "vllm-16141-v083-v1-first-instance-startup-ok.log"
 NET = FIXTURES / "network" / "tt-inference-server-4628-galaxy-llama33-70b-hf-connection-reset.log"

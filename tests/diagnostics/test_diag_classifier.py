@@ -10,7 +10,7 @@ import pytest
 from diagnostics import Classifier, State
 from diagnostics.rules import load_pack
 from diagnostics.scan import classify_stream
-from tests.diag_cases import case_id, labelled
+from tests.diagnostics.cases import case_id, labelled
 
 PACK = load_pack()
 CASES = labelled()

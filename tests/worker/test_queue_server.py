@@ -25,7 +25,7 @@ import pytest
 
 from tests.support.queue_server import QueueServer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"
 TIMEOUT = 30.0  # generous: importing runpod alone takes ~1.5 s
 

@@ -8,7 +8,7 @@ from diagnostics.model import Category, State
 from diagnostics.render import to_json, to_text
 from diagnostics.rules import load_pack
 from diagnostics.scan import classify_stream
-from tests.diag_cases import FIXTURES, case_id, labelled
+from tests.diagnostics.cases import FIXTURES, case_id, labelled
 
 PACK = load_pack()
 CASES = labelled()

@@ -13,7 +13,7 @@ import pytest
 
 from worker.flags import build_args
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "snapshot_vllm_flags.py"
 SNAPSHOT = ROOT / "worker" / "vllm_flags.json"
 RESNAPSHOT = ".venv-vllm/bin/python scripts/snapshot_vllm_flags.py"

@@ -10,7 +10,7 @@ import pytest
 from diagnostics.normalize import normalize
 from diagnostics.rules import load_pack
 from diagnostics.scan import classify_stream
-from tests.diag_cases import FIXTURES, labelled
+from tests.diagnostics.cases import FIXTURES, labelled
 
 PACK = load_pack()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CORPUS_DIRS = [FIXTURES / "corpus", FIXTURES / "vllm-0.32"]
 
 
