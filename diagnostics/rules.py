@@ -15,11 +15,13 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import hyperscan
 import yaml
 
+from diagnostics.evidence import TransientIf, parse_transient_if
 from diagnostics.model import Category, State
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -34,6 +36,7 @@ _RULE_KEYS = {
     "defaults",
     "generic",
     "note",
+    "transient_if",
 }
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
 _WHEN_KEYS = {"traceback_through", "after"}
@@ -68,6 +71,7 @@ class Rule:
     after: tuple[re.Pattern[str], ...] = ()
     defaults: Mapping[str, str] = field(default_factory=dict)
     generic: bool = False
+    transient_if: TransientIf | None = None
 
 
 @dataclass(frozen=True)
@@ -138,19 +142,25 @@ class RulePack:
         raise KeyError(rule_id)
 
 
-def default_rules_dir() -> Path:
-    """The pack shipped with the project: ``rules/`` in a checkout, package data when installed."""
-    source_tree = Path(__file__).resolve().parent.parent / "rules"
-    if source_tree.is_dir():
-        return source_tree
-    return Path(str(resources.files("diagnostics.rulepack")))
+def default_rules_dir() -> Traversable:
+    """The pack shipped with the project, read as package data (``diagnostics.rulepack``).
+
+    A Traversable, not a path: installed from a wheel, an sdist or in editable mode the
+    package may be a namespace package (a ``MultiplexedPath``), whose ``str()`` is no
+    file name. A checkout that is not installed at all reads ``rules/`` beside the code.
+    """
+    try:
+        return resources.files("diagnostics.rulepack")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "rules"
 
 
 def load_pack(path: Path | str | None = None) -> RulePack:
     """Read every ``*.yaml`` in ``path`` (a folder) or the one file ``path`` names."""
     root = Path(path) if path is not None else default_rules_dir()
     if root.is_dir():
-        files = sorted(root.glob("*.yaml"))
+        yamls = [f for f in root.iterdir() if f.name.endswith(".yaml") and f.is_file()]
+        files = sorted(yamls, key=lambda f: f.name)
     elif root.is_file():
         files = [root]
     else:
@@ -277,6 +287,11 @@ def _rule(raw: object, file: str, index: int, priority: int) -> Rule:
         raise RulePackError(f"{where}: field generic: must be true or false")
     for key in ("cause", "fix"):
         _check_template(raw[key], patterns, defaults, where, key)
+    names = {name for rx in patterns for name in rx.groupindex} | set(defaults)
+    try:
+        transient_if = parse_transient_if(raw.get("transient_if"), names)
+    except ValueError as exc:
+        raise RulePackError(f"{where}: field transient_if: {exc}") from None
     return Rule(
         id=rule_id,
         category=category,
@@ -290,6 +305,7 @@ def _rule(raw: object, file: str, index: int, priority: int) -> Rule:
         after=after,
         defaults=dict(defaults),
         generic=generic,
+        transient_if=transient_if,
     )
 
 
