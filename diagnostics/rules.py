@@ -4,8 +4,11 @@ A pack is a folder of YAML files read in file-name order; file order, then order
 inside a file, is priority: when several rules match a log, the earliest rule wins.
 Each file may hold ``rules:`` (failure rules) and ``phases:`` (progress markers).
 Everything is checked on load; a broken pack raises one :class:`RulePackError`
-naming the file, the rule and the field. Every pattern must also compile in
-Hyperscan, the multi-pattern engine used to prefilter lines.
+naming the file, the rule and the field. Every pattern must compile in RE2 (which
+runs every match and capture in linear time) and in Hyperscan (the multi-pattern
+prefilter); see :mod:`diagnostics.matching`. Message templates may only name the
+rule's captures (``{name}``: no format spec or conversion, captures are text), and a
+mapping that repeats a key (``patterns:`` twice) is an error, not a silent override.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import hyperscan
 import yaml
 
 from diagnostics.evidence import TransientIf, parse_transient_if
+from diagnostics.matching import Regex, RegexError, hyperscan_database, prefilter_form
 from diagnostics.model import Category, State
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -62,13 +66,13 @@ class Rule:
     id: str
     category: Category
     permanent: bool
-    patterns: tuple[re.Pattern[str], ...]
+    patterns: tuple[Regex, ...]
     cause: str
     fix: str
     priority: int
     source: str
-    traceback_through: tuple[re.Pattern[str], ...] = ()
-    after: tuple[re.Pattern[str], ...] = ()
+    traceback_through: tuple[Regex, ...] = ()
+    after: tuple[Regex, ...] = ()
     defaults: Mapping[str, str] = field(default_factory=dict)
     generic: bool = False
     transient_if: TransientIf | None = None
@@ -77,7 +81,7 @@ class Rule:
 @dataclass(frozen=True)
 class Phase:
     phase: str
-    patterns: tuple[re.Pattern[str], ...]
+    patterns: tuple[Regex, ...]
     source: str
 
 
@@ -87,7 +91,7 @@ class Pattern:
 
     kind: str  # "rule" | "phase" | "traceback" | "frame" | "after"
     owner: int  # index into rules / phases; unused for "traceback"
-    regex: re.Pattern[str]
+    regex: Regex
 
 
 class RulePack:
@@ -104,7 +108,7 @@ class RulePack:
             self.patterns += [Pattern("rule", rule.priority, rx) for rx in rule.patterns]
             self.patterns += [Pattern("frame", rule.priority, rx) for rx in rule.traceback_through]
             self.patterns += [Pattern("after", rule.priority, rx) for rx in rule.after]
-        self.patterns.append(Pattern("traceback", -1, re.compile(TRACEBACK_START)))
+        self.patterns.append(Pattern("traceback", -1, Regex(TRACEBACK_START)))
         try:
             self.database = _compile(self.patterns)
             # Per-line matching only needs which patterns hit, once each.
@@ -172,7 +176,7 @@ def load_pack(path: Path | str | None = None) -> RulePack:
     seen: dict[str, str] = {}
     for file in files:
         try:
-            doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+            doc = yaml.load(file.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
         except (OSError, UnicodeDecodeError) as exc:
             raise RulePackError(f"{file.name}: cannot read: {exc}") from exc
         except yaml.YAMLError as exc:
@@ -209,7 +213,25 @@ def _as_list(value: object, file: str, key: str) -> list:
     return value
 
 
-def _regexes(value: object, where: str, field_name: str) -> tuple[re.Pattern[str], ...]:
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping repeating a key (YAML would keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: set[object] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, list | dict):
+                    continue  # unhashable: the base class reports it
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _regexes(value: object, where: str, field_name: str) -> tuple[Regex, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
@@ -219,10 +241,19 @@ def _regexes(value: object, where: str, field_name: str) -> tuple[re.Pattern[str
     compiled = []
     for text in value:
         try:
-            compiled.append(re.compile(text))
-        except re.error as exc:
-            raise RulePackError(f"{where}: field {field_name}: bad regex {text!r}: {exc}") from exc
+            compiled.append(Regex(text))
+        except RegexError as exc:
+            raise RulePackError(f"{where}: field {field_name}: {_why_not(text, exc)}") from None
     return tuple(compiled)
+
+
+def _why_not(text: str, exc: RegexError) -> str:
+    """Python's message says best what is wrong with a pattern's syntax; RE2's says the rest."""
+    try:
+        re.compile(text)
+    except (re.error, RecursionError, OverflowError) as syntax:
+        return f"bad regex {text!r}: {syntax}"
+    return f"{text!r}: {exc}"
 
 
 def _phase(raw: object, file: str, index: int) -> Phase:
@@ -292,6 +323,10 @@ def _rule(raw: object, file: str, index: int, priority: int) -> Rule:
         transient_if = parse_transient_if(raw.get("transient_if"), names)
     except ValueError as exc:
         raise RulePackError(f"{where}: field transient_if: {exc}") from None
+    if transient_if is not None:
+        for key in ("cause", "fix"):
+            text = getattr(transient_if, key)
+            _check_template(text, patterns, defaults, where, f"transient_if.{key}")
     return Rule(
         id=rule_id,
         category=category,
@@ -317,12 +352,23 @@ def _check_template(template: object, patterns, defaults, where: str, key: str) 
     if not isinstance(template, str) or not template.strip():
         raise RulePackError(f"{where}: field {key}: must be a non-empty string")
     try:
-        names = template_fields(template)
+        parts = list(string.Formatter().parse(template))
     except ValueError as exc:
         raise RulePackError(f"{where}: field {key}: bad template: {exc}") from exc
-    for name in names:
+    names = set()
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
         if not name.isidentifier():
             raise RulePackError(f"{where}: field {key}: '{{{name}}}' is not a capture name")
+        if spec or conversion:
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + f":{spec}" * bool(spec)
+            raise RulePackError(
+                f"{where}: field {key}: '{shown}}}': format specs and conversions are not "
+                f"allowed (captures are text); write '{{{name}}}'"
+            )
+        names.add(name)
+    for name in names:
         missing = [i + 1 for i, rx in enumerate(patterns) if name not in rx.groupindex]
         if missing and name not in defaults:
             raise RulePackError(
@@ -332,37 +378,10 @@ def _check_template(template: object, patterns, defaults, where: str, key: str) 
 
 
 def _compile(patterns: list[Pattern], single_match: bool = False) -> hyperscan.Database:
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    expressions = [_unanchored(p.regex.pattern).encode("utf-8") for p in patterns]
-    extra = hyperscan.HS_FLAG_SINGLEMATCH if single_match else 0
-    flags = [_hs_flags(p.regex) | extra for p in patterns]
     try:
-        db.compile(
-            expressions=expressions,
-            ids=list(range(len(expressions))),
-            elements=len(expressions),
-            flags=flags,
-        )
+        return hyperscan_database([p.regex.pattern for p in patterns], single_match)
     except hyperscan.error as exc:
         raise RulePackError(f"pattern not supported by Hyperscan: {exc}") from None
-    return db
 
 
-def _unanchored(pattern: str) -> str:
-    """The prefilter form: raw lines still carry prefixes, so ^ and $ cannot hold there.
-
-    Python's re applies the anchors to the normalised line afterwards.
-    """
-    if pattern.startswith("^"):
-        pattern = pattern[1:]
-    if pattern.endswith("$") and not pattern.endswith("\\$"):
-        pattern = pattern[:-1]
-    return pattern
-
-
-def _hs_flags(regex: re.Pattern[str]) -> int:
-    # No UTF-8 mode: logs may hold invalid UTF-8, which that mode does not allow.
-    flags = hyperscan.HS_FLAG_ALLOWEMPTY
-    if regex.flags & re.IGNORECASE:
-        flags |= hyperscan.HS_FLAG_CASELESS
-    return flags
+_unanchored = prefilter_form  # the prefilter form (bench/ reads it under this name)

@@ -57,8 +57,37 @@ def test_a_good_pack_loads(tmp_path):
         ("rules:" + GOOD + GOOD, "rule 'some-rule': field id: duplicate"),
         (
             "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "(?<=x)y(?P<size>1)"),
-            "rule 'some-rule': field patterns: '(?<=x)y(?P<size>1)': pattern not supported by Hyperscan",
+            "rule 'some-rule': field patterns: '(?<=x)y(?P<size>1)': RE2 cannot compile it",
         ),
+        (
+            "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "\\p{Greek}(?P<size>1)"),
+            "rule 'some-rule': field patterns: '\\\\p{Greek}(?P<size>1)': pattern not supported by Hyperscan",
+        ),
+        (
+            "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "(a)\\1(?P<size>1)"),
+            "rule 'some-rule': field patterns: '(a)\\\\1(?P<size>1)': RE2 cannot compile it",
+        ),
+        (
+            "rules:" + GOOD.replace("({size})", "({size:d})"),
+            "rule 'some-rule': field cause: '{size:d}': format specs and conversions are not allowed",
+        ),
+        (
+            "rules:" + GOOD.replace("({size})", "({size!r})"),
+            "rule 'some-rule': field cause: '{size!r}': format specs and conversions are not allowed",
+        ),
+        (
+            "rules:" + GOOD.replace("({size})", "({size:>999999999})"),
+            "rule 'some-rule': field cause: '{size:>999999999}': format specs",
+        ),
+        (
+            "rules:" + GOOD.replace("({size})", "({size.real})"),
+            "rule 'some-rule': field cause: '{size.real}' is not a capture name",
+        ),
+        (
+            "rules:" + GOOD.replace("    cause:", "    patterns: ['other']\n    cause:"),
+            "10-x.yaml: invalid YAML: duplicate key 'patterns'",
+        ),
+        ("rules: []\nrules: []", "duplicate key 'rules'"),
         ("rulez: []", "unknown top-level key(s) ['rulez']"),
         (
             "rules:" + GOOD.replace("    cause:", "    when: {inside: [x]}\n    cause:"),
@@ -79,7 +108,15 @@ def test_a_good_pack_loads(tmp_path):
         "template-capture",
         "id-format",
         "duplicate-id",
+        "re2-unsupported-lookbehind",
         "hyperscan-unsupported",
+        "re2-unsupported-backreference",
+        "template-format-spec",
+        "template-conversion",
+        "template-huge-width",
+        "template-attribute",
+        "duplicate-patterns-key",
+        "duplicate-top-level-key",
         "top-level",
         "when-keys",
         "phase-name",
@@ -109,3 +146,14 @@ def test_the_shipped_pack_loads_without_a_path():
     pack = load_pack()
     assert len(pack.rules) > 20
     assert {p.phase for p in pack.phases} == {"downloading", "loading", "ready", "stopping"}
+
+
+def test_catastrophic_user_pattern_runs_in_linear_time(tmp_path):
+    """(a+)+$ backtracks exponentially in Python's re; RE2 matches it in one pass."""
+    from diagnostics.classifier import Classifier
+
+    pack = _pack(tmp_path, "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "(?P<size>(a+)+)$"))
+    classifier = Classifier(pack)
+    for line in ["a" * 36 + "!", "a" * 200_000 + "!", "a" * 50]:
+        classifier.feed(line)
+    assert classifier.diagnosis().rule == "some-rule"
