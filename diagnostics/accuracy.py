@@ -1,7 +1,8 @@
 """Score the classifier against a labelled corpus (manifest.jsonl beside the logs).
 
 A log counts as right when the diagnosis agrees with its label: a failure category
-must match (``other`` for causes outside the named categories); ``ok`` must be ready.
+must match (``other`` for causes outside the named categories) and so must the state
+(permanent or transient) where the manifest gives ``permanent``; ``ok`` must be ready.
 Used by tests, by ``scripts/corpus_accuracy.py`` and for docs.
 """
 
@@ -22,6 +23,7 @@ class Scored:
     file: str
     label: str
     diagnosis: Diagnosis
+    permanent: bool | None = None
 
     @property
     def predicted(self) -> str:
@@ -29,7 +31,13 @@ class Scored:
 
     @property
     def right(self) -> bool:
-        return self.predicted == self.label
+        if self.predicted != self.label:
+            return False
+        return self.permanent is None or self.diagnosis.permanent is self.permanent
+
+    @property
+    def failed_called_not_failed(self) -> bool:
+        return self.label != "ok" and not self.diagnosis.failed
 
     @property
     def transient_called_permanent(self) -> bool:
@@ -45,7 +53,9 @@ def score(root: Path, pack: RulePack) -> list[Scored]:
     results = []
     for entry in load_manifest(root):
         with (root / entry["file"]).open("rb") as stream:
-            results.append(Scored(entry["file"], entry["category"], classify_stream(stream, pack)))
+            diagnosis = classify_stream(stream, pack)
+        permanent = entry.get("permanent") if entry["category"] != "ok" else None
+        results.append(Scored(entry["file"], entry["category"], diagnosis, permanent))
     return results
 
 

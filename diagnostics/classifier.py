@@ -54,6 +54,7 @@ class Classifier:
         self._after: set[int] = set()
         self._stopping = False
         self._ids: list[int] = []
+        self._traceback: int | None = None  # line of a traceback start after the last ready
 
     def feed(self, raw: str, lineno: int | None = None) -> State | None:
         """Take one raw line; return the new phase when this line changed it."""
@@ -78,6 +79,8 @@ class Classifier:
             pattern = patterns[index]
             if pattern.kind == "traceback":
                 self._frames.clear()
+                if not self._stopping:
+                    self._traceback = self.lines
             elif pattern.kind == "frame":
                 self._frames.add(pattern.owner)
             elif pattern.kind == "after":
@@ -116,6 +119,19 @@ class Classifier:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
         if self._best is not None:
             return self._render(self._best)
+        if self._traceback is not None and not (exited or exit_code is not None):
+            # A paste that stops inside (or right after) a traceback: no exception line
+            # was seen, and no ready marker followed. A failure, not a start under way.
+            return Diagnosis(
+                state=State.FAILED_TRANSIENT,
+                category=Category.OTHER,
+                rule="log-ends-in-traceback",
+                evidence=self._line_evidence(self._traceback),
+                cause="The log ends inside a Python traceback, before vLLM exited and "
+                "before the exception that ended it was printed.",
+                fix="The end of vLLM's output is attached; the full output (the lines after "
+                "the traceback) names the cause. A restart may help.",
+            )
         if exited or exit_code is not None:
             how = f"with code {exit_code}" if exit_code is not None else ""
             where = "after it was ready" if self.phase is State.READY else f"while {self.phase}"
@@ -147,6 +163,7 @@ class Classifier:
             self._stopping = True
             return None
         state = PHASES[name]
+        self._traceback = None  # the start went on after any traceback seen so far
         if state is State.READY:
             # Whatever matched before did not stop vLLM from serving.
             self._best = self._collecting = None
@@ -187,17 +204,29 @@ class Classifier:
 
     def _render(self, hit: _Hit) -> Diagnosis:
         rule = hit.rule
-        values = {**rule.defaults, **self._captures(hit)}
-        needed = template_fields(rule.cause) | template_fields(rule.fix)
+        captured = self._captures(hit)
+        values = {**rule.defaults, **captured}
+        state, cause, fix = failed_state(rule.category), rule.cause, rule.fix
+        # Permanence by evidence: the captured numbers show a host condition.
+        if rule.transient_if is not None and rule.transient_if.holds(captured):
+            state = State.FAILED_TRANSIENT
+            cause, fix = rule.transient_if.cause, rule.transient_if.fix
+        needed = template_fields(cause) | template_fields(fix)
         safe = {name: self.redact(values.get(name, "?")).strip() for name in needed}
         return Diagnosis(
-            state=failed_state(rule.category),
+            state=state,
             category=rule.category,
             rule=rule.id,
             evidence=Evidence(hit.line, self.redact(hit.raw)),
-            cause=" ".join(self.redact(rule.cause.format_map(safe)).split()),
-            fix=" ".join(self.redact(rule.fix.format_map(safe)).split()),
+            cause=" ".join(self.redact(cause.format_map(safe)).split()),
+            fix=" ".join(self.redact(fix.format_map(safe)).split()),
         )
+
+    def _line_evidence(self, lineno: int) -> Evidence | None:
+        for line, text in self.recent:
+            if line == lineno:
+                return Evidence(line, self.redact(clean_raw(text)))
+        return self._last_evidence()
 
     def _last_evidence(self) -> Evidence | None:
         for line, text in reversed(self.recent):

@@ -29,9 +29,10 @@ def test_expected_state_and_category(path, entry):
         return
     expected = Category(label)
     assert diagnosis.category is expected, diagnosis
-    assert diagnosis.state is (
-        State.FAILED_PERMANENT if expected.permanent else State.FAILED_TRANSIENT
-    )
+    # The manifest's permanence where it gives one (evidence can make an oom transient),
+    # else the category's.
+    permanent = entry["permanent"] if entry.get("permanent") is not None else expected.permanent
+    assert diagnosis.state is (State.FAILED_PERMANENT if permanent else State.FAILED_TRANSIENT)
     if label in ("cuda_fault", "network"):
         assert diagnosis.permanent is False
     # The evidence is a line of the file, at the line number given.

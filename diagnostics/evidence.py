@@ -1,0 +1,146 @@
+"""Permanence judged on the numbers a message carries (a rule's ``transient_if``).
+
+The same words can mean a bad configuration or a bad host: "Free memory on device
+(F/T GiB) ... less than desired GPU memory utilization (U ...)" is the configuration
+when U is too close to 1, but a host fault when F/T is far below U (another process
+holds the GPU). A rule states the test as a small arithmetic expression over its named
+captures, for example ``free / total < util - 0.05``; when it holds on the captured
+numbers, the diagnosis is transient and uses the ``cause``/``fix`` given with the test.
+
+Captured values are read as numbers; sizes with a unit (``3.44 GiB``, ``270.00 MiB``)
+are converted to GiB so that sizes in different units compare. Only numbers, capture
+names, ``+ - * /``, comparisons, ``and``/``or``/``not`` and parentheses are allowed;
+a test whose numbers are missing or unreadable is false (the rule's own permanence
+stands).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+_KEYS = {"test", "cause", "fix"}
+_SIZE = re.compile(r"^\s*(-?[\d.]+)\s*([KMGT]?)(i?B)?\s*$")
+_SCALE = {"": 1.0, "K": 1 / 1024**2, "M": 1 / 1024, "G": 1.0, "T": 1024.0}
+_ALLOWED = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.USub,
+    ast.BinOp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.Compare,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+)
+
+
+class EvidenceError(ValueError):
+    """A ``transient_if`` entry that cannot be used (reported by the pack loader)."""
+
+
+@dataclass(frozen=True)
+class TransientIf:
+    """A test over captured numbers, and the cause/fix to give when it holds."""
+
+    test: str
+    tree: ast.Expression
+    names: frozenset[str]
+    cause: str
+    fix: str
+
+    def holds(self, values: Mapping[str, str]) -> bool:
+        numbers = {}
+        for name in self.names:
+            number = as_number(values.get(name))
+            if number is None:
+                return False
+            numbers[name] = number
+        try:
+            return bool(_evaluate(self.tree.body, numbers))
+        except ZeroDivisionError:
+            return False
+
+
+def as_number(text: str | None) -> float | None:
+    """``"31.44"`` -> 31.44; ``"270.00 MiB"`` -> 0.2637 (GiB); anything else -> None."""
+    if text is None:
+        return None
+    match = _SIZE.match(text)
+    if not match:
+        return None
+    try:
+        value = float(match.group(1))
+    except ValueError:
+        return None
+    return value * _SCALE[match.group(2)] if match.group(3) else value
+
+
+def parse_transient_if(raw: object, capture_names: set[str]) -> TransientIf | None:
+    """Validate a rule's ``transient_if`` mapping; ``capture_names``: names every pattern
+    of the rule (or its defaults) provides."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != _KEYS:
+        raise EvidenceError(f"must be a mapping with exactly the keys {sorted(_KEYS)}")
+    if not all(isinstance(raw[k], str) and raw[k].strip() for k in _KEYS):
+        raise EvidenceError("test, cause and fix must be non-empty strings")
+    try:
+        tree = ast.parse(raw["test"], mode="eval")
+    except SyntaxError as exc:
+        raise EvidenceError(f"test {raw['test']!r}: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED):
+            raise EvidenceError(f"test {raw['test']!r}: {type(node).__name__} is not allowed")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, int | float):
+            raise EvidenceError(f"test {raw['test']!r}: only numbers may be constants")
+    names = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+    unknown = names - capture_names
+    if unknown:
+        raise EvidenceError(f"test {raw['test']!r}: no capture named {sorted(unknown)}")
+    return TransientIf(raw["test"], tree, names, raw["cause"].strip(), raw["fix"].strip())
+
+
+def _evaluate(node: ast.AST, numbers: Mapping[str, float]) -> float | bool:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return numbers[node.id]
+    if isinstance(node, ast.UnaryOp):
+        value = _evaluate(node.operand, numbers)
+        return (not value) if isinstance(node.op, ast.Not) else -value
+    if isinstance(node, ast.BoolOp):
+        values = [_evaluate(v, numbers) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.BinOp):
+        left, right = _evaluate(node.left, numbers), _evaluate(node.right, numbers)
+        ops = {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}
+        return ops[type(node.op)] if type(node.op) in ops else left / right
+    if isinstance(node, ast.Compare):
+        left = _evaluate(node.left, numbers)
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = _evaluate(comparator, numbers)
+            ok = {
+                ast.Lt: left < right,
+                ast.LtE: left <= right,
+                ast.Gt: left > right,
+                ast.GtE: left >= right,
+            }[type(op)]
+            if not ok:
+                return False
+            left = right
+        return True
+    raise EvidenceError(f"{type(node).__name__} is not allowed")  # pragma: no cover
