@@ -4,7 +4,9 @@ This module owns the fake hub used by tests and by ``scripts/record_vllm_fixture
 serves model repos from local directories on 127.0.0.1 and answers the endpoints
 ``huggingface_hub`` 2.x calls (point ``HF_ENDPOINT`` at :attr:`HubServer.url`):
 
-* ``GET /api/models/{repo}`` and ``/api/models/{repo}/revision/{rev}``: model info (sha, siblings)
+* ``GET /api/models/{repo}`` and ``/api/models/{repo}/revision/{rev}``: model info (sha,
+  siblings); with ``?blobs=true`` (``model_info(files_metadata=True)``) each sibling has
+  ``size``, ``blobId`` and ``lfs``, and ``safetensors`` holds parameter counts by dtype
 * ``GET /api/models/{repo}/tree/{rev}[/{path}]``: file listing (one page, no pagination)
 * ``POST /api/models/{repo}/paths-info/{rev}``: info about given paths
 * ``HEAD``/``GET /{repo}/resolve/{rev}/{file}``: file metadata and content, with
@@ -14,7 +16,12 @@ serves model repos from local directories on 127.0.0.1 and answers the endpoints
 Errors look like the real hub's: unknown repos answer 401 with ``X-Error-Code: RepoNotFound``;
 files of gated repos answer 401 (no token) or 403 (a token) with ``X-Error-Code: GatedRepo``;
 a missing file is 404 ``EntryNotFound``; a revision other than ``main`` or the commit sha is
-404 ``RevisionNotFound``. Only stdlib is used, so it runs in either venv. It never contacts
+404 ``RevisionNotFound`` (extra revision names can be declared). ``failing`` repos answer every
+request with a given status (5xx/429 stand-ins). ``described`` files (path -> size, optional
+parameter counts) are listed with their sizes but hold no data: a weight file of tens of GB
+can be described without existing; if one is fetched anyway it streams zeros.
+``weight_bytes_served`` counts body bytes of weight files sent, so a test can prove that
+nothing was downloaded. Only stdlib is used, so it runs in either venv. It never contacts
 anything and only logs requests to stderr when asked to.
 
 Manual use::
@@ -25,6 +32,7 @@ Manual use::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -47,14 +55,35 @@ _DATE = "2025-01-01T00:00:00.000Z"
 
 
 @dataclass(frozen=True)
+class Described:
+    """A file listed with its size but not stored: ``parameters`` by safetensors dtype."""
+
+    size: int
+    parameters: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True)
 class RepoFile:
-    """One file of a served repo, hashed once at start."""
+    """One file of a served repo, hashed once at start (``local`` None: described only)."""
 
     path: str  # relative, with forward slashes
-    local: Path
+    local: Path | None
     size: int
     git_sha1: str
     sha256: str
+    parameters: Mapping[str, int] | None = None  # safetensors parameter counts by dtype
+
+    @classmethod
+    def described(cls, path: str, spec: Described) -> RepoFile:
+        seed = f"{path}\0{spec.size}".encode()
+        return cls(
+            path=path,
+            local=None,
+            size=spec.size,
+            git_sha1=hashlib.sha1(b"described " + seed).hexdigest(),
+            sha256=hashlib.sha256(seed).hexdigest(),
+            parameters=dict(spec.parameters) if spec.parameters else None,
+        )
 
     @property
     def is_lfs(self) -> bool:
@@ -63,6 +92,17 @@ class RepoFile:
     @property
     def etag(self) -> str:
         return self.sha256 if self.is_lfs else self.git_sha1
+
+    def sibling(self) -> dict[str, object]:
+        """The sibling entry of model info with ``blobs=true``."""
+        entry: dict[str, object] = {
+            "rfilename": self.path,
+            "size": self.size,
+            "blobId": self.git_sha1,
+        }
+        if self.is_lfs:
+            entry["lfs"] = {"sha256": self.sha256, "size": self.size, "pointerSize": 134}
+        return entry
 
     def tree_entry(self) -> dict[str, object]:
         entry: dict[str, object] = {
@@ -84,11 +124,20 @@ class Repo:
     files: dict[str, RepoFile]
     sha: str
     gated: bool
+    revisions: frozenset[str] = frozenset()
 
     @classmethod
-    def from_dir(cls, repo_id: str, root: Path, gated: bool) -> Repo:
+    def from_dir(
+        cls,
+        repo_id: str,
+        root: Path | None,
+        gated: bool,
+        described: Mapping[str, Described] | None = None,
+        revisions: Iterable[str] = (),
+    ) -> Repo:
         files: dict[str, RepoFile] = {}
-        for local in sorted(p for p in root.rglob("*") if p.is_file()):
+        locals_ = sorted(p for p in root.rglob("*") if p.is_file()) if root is not None else []
+        for local in locals_:
             data = local.read_bytes()
             rel = local.relative_to(root).as_posix()
             files[rel] = RepoFile(
@@ -97,13 +146,30 @@ class Repo:
                 size=len(data),
                 git_sha1=hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest(),
                 sha256=hashlib.sha256(data).hexdigest(),
+                parameters=_safetensors_parameters(data) if rel.endswith(".safetensors") else None,
             )
+        for rel, spec in (described or {}).items():
+            files[rel] = RepoFile.described(rel, spec)
         digest = hashlib.sha1(repo_id.encode())
         for f in files.values():
             digest.update(f"{f.path}\0{f.git_sha1}\n".encode())
-        return cls(repo_id=repo_id, files=files, sha=digest.hexdigest(), gated=gated)
+        return cls(
+            repo_id=repo_id,
+            files=files,
+            sha=digest.hexdigest(),
+            gated=gated,
+            revisions=frozenset(revisions),
+        )
 
-    def info(self) -> dict[str, object]:
+    def parameters(self) -> dict[str, int]:
+        """Parameter counts by dtype over the safetensors files vLLM would load."""
+        counts: dict[str, int] = {}
+        for f in self.files.values():
+            for dtype, count in (f.parameters or {}).items():
+                counts[dtype] = counts.get(dtype, 0) + count
+        return counts
+
+    def info(self, blobs: bool = False) -> dict[str, object]:
         return {
             "_id": self.sha[:24],
             "id": self.repo_id,
@@ -120,9 +186,33 @@ class Repo:
             "library_name": "transformers",
             "tags": ["transformers", "safetensors", "llama", "text-generation"],
             "pipeline_tag": "text-generation",
-            "siblings": [{"rfilename": p} for p in self.files],
+            "siblings": [f.sibling() if blobs else {"rfilename": p} for p, f in self.files.items()],
             "usedStorage": sum(f.size for f in self.files.values()),
+            **(
+                {"safetensors": {"parameters": params, "total": sum(params.values())}}
+                if (params := self.parameters())
+                else {}
+            ),
         }
+
+
+def _safetensors_parameters(data: bytes) -> dict[str, int] | None:
+    """Parameter counts by dtype from a safetensors header; None if it is not one."""
+    try:
+        length = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + length])
+    except (ValueError, UnicodeDecodeError):
+        return None
+    counts: dict[str, int] = {}
+    for name, tensor in header.items():
+        if name == "__metadata__" or not isinstance(tensor, dict):
+            continue
+        elements = 1
+        for dim in tensor.get("shape", []):
+            elements *= int(dim)
+        dtype = str(tensor.get("dtype"))
+        counts[dtype] = counts.get(dtype, 0) + elements
+    return counts
 
 
 @dataclass(frozen=True)
@@ -143,8 +233,12 @@ class _Hub:
         throttle_bps: int | None,
         throttle_glob: str,
         log: bool,
+        failing: Mapping[str, int] | None = None,
     ) -> None:
         self.repos = dict(repos)
+        self.failing = dict(failing or {})
+        self.weight_bytes_served = 0
+        self._count_lock = threading.Lock()
         self.throttle_bps = throttle_bps
         self.throttle_glob = throttle_glob
         self.log = log
@@ -216,7 +310,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _check_revision(self, repo: Repo, rev: str) -> bool:
-        if unquote(rev) in ("main", repo.sha):
+        if unquote(rev) in ("main", repo.sha) or unquote(rev) in repo.revisions:
             return True
         self._error(HTTPStatus.NOT_FOUND, "RevisionNotFound", f"Invalid rev id: {unquote(rev)}")
         return False
@@ -235,6 +329,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         path = urlsplit(self.path).path
+        for repo_id, status in self.hub.failing.items():
+            if f"/{repo_id}/" in path + "/":
+                self._error(status, "Failing", f"stand-in failure {status}")
+                return
         if path.startswith("/api/models/"):
             repo_id, tail = self.hub.split_repo(unquote(path[len("/api/models/") :]))
             self._api(repo_id, tail)
@@ -273,7 +371,9 @@ class _Handler(BaseHTTPRequestHandler):
             entries = [repo.files[p].tree_entry() for p in wanted if p in repo.files]
             self._json(HTTPStatus.OK, entries)
         else:
-            self._json(HTTPStatus.OK, repo.info())
+            query = parse_qs(urlsplit(self.path).query)
+            blobs = any(v.lower() == "true" for v in query.get("blobs", []))
+            self._json(HTTPStatus.OK, repo.info(blobs=blobs))
 
     def _resolve(self, repo_id: str, rev: str, filename: str) -> None:
         repo = self.hub.repos.get(repo_id)
@@ -340,10 +440,13 @@ class _Handler(BaseHTTPRequestHandler):
         chunk = _CHUNK if bps is None else max(1, min(_CHUNK, bps // 10))
         began = time.monotonic()
         sent = 0
-        with entry.local.open("rb") as fh:
-            fh.seek(start)
+        with contextlib.ExitStack() as stack:
+            fh = stack.enter_context(entry.local.open("rb")) if entry.local else None
+            if fh is not None:
+                fh.seek(start)
             while sent < length:
-                data = fh.read(min(chunk, length - sent))
+                size = min(chunk, length - sent)
+                data = fh.read(size) if fh is not None else bytes(size)
                 if not data:
                     break
                 try:
@@ -353,6 +456,9 @@ class _Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     return
                 sent += len(data)
+                if entry.is_lfs:
+                    with self.hub._count_lock:
+                        self.hub.weight_bytes_served += len(data)
                 if bps is not None:
                     # Pace to the target rate; wake early when the server is shutting down.
                     delay = began + sent / bps - time.monotonic()
@@ -396,6 +502,9 @@ class _Server(ThreadingHTTPServer):
 class HubServer:
     """Serve ``repos`` (repo id -> local directory) on a free 127.0.0.1 port in a thread.
 
+    A repo's directory may be None when all its files are ``described`` (repo id -> path ->
+    ``Described``). ``revisions`` declares extra revision names per repo; ``failing`` maps
+    repo ids to a status every request about them gets (e.g. 503, 429).
     ``gated`` repo ids answer file requests with GatedRepo errors; ``throttle_bps`` paces
     file bodies (for files matching ``throttle_glob``) so a test can watch a download in
     progress; ``log_requests`` writes one line per request to stderr. ``requests`` records
@@ -404,12 +513,15 @@ class HubServer:
 
     def __init__(
         self,
-        repos: Mapping[str, Path | str],
+        repos: Mapping[str, Path | str | None],
         gated: Iterable[str] = (),
         throttle_bps: int | None = None,
         *,
         throttle_glob: str = "*",
         log_requests: bool = False,
+        described: Mapping[str, Mapping[str, Described]] | None = None,
+        revisions: Mapping[str, Iterable[str]] | None = None,
+        failing: Mapping[str, int] | None = None,
     ) -> None:
         gated_ids = set(gated)
         unknown = gated_ids - set(repos)
@@ -417,11 +529,19 @@ class HubServer:
             raise ValueError(f"gated repos not in repos: {sorted(unknown)}")
         if throttle_bps is not None and throttle_bps <= 0:
             raise ValueError("throttle_bps must be positive")
+        described = described or {}
+        revisions = revisions or {}
         built = {
-            repo_id: Repo.from_dir(repo_id, Path(root), repo_id in gated_ids)
+            repo_id: Repo.from_dir(
+                repo_id,
+                Path(root) if root is not None else None,
+                repo_id in gated_ids,
+                described.get(repo_id),
+                revisions.get(repo_id, ()),
+            )
             for repo_id, root in repos.items()
         }
-        self._hub = _Hub(built, throttle_bps, throttle_glob, log_requests)
+        self._hub = _Hub(built, throttle_bps, throttle_glob, log_requests, failing)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -435,6 +555,11 @@ class HubServer:
     @property
     def requests(self) -> list[Request]:
         return list(self._hub.requests)
+
+    @property
+    def weight_bytes_served(self) -> int:
+        """Body bytes of weight files (safetensors, bin, ...) sent so far."""
+        return self._hub.weight_bytes_served
 
     def commit(self, repo_id: str) -> str:
         """The commit sha served for ``repo_id`` (the snapshot folder name in an HF cache)."""
