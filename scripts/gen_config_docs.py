@@ -1,6 +1,6 @@
 """Regenerate the generated parts of docs/configuration.md from the code.
 
-The tables come from ``worker.settings.ENV_DOCS``, ``worker.flags`` (aliases, removed
+The tables come from ``worker.settings.SETTINGS``, ``worker.flags`` (aliases, removed
 flags, the vLLM flag snapshot) and examples run through ``worker.flags.build_args``, so
 the page cannot drift from what the worker does; ``tests/worker/test_config_docs.py`` fails
 when it is stale. Prose around the ``<!-- generated:NAME -->`` markers is hand-written.
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from worker import flags as flagmod
-from worker.settings import ENV_DOCS
+from worker.settings import SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"
@@ -66,10 +66,8 @@ def _code(text: str) -> str:
 
 def _worker_table() -> str:
     rows = ["| variable | default | meaning |", "|---|---|---|"]
-    for doc in ENV_DOCS:
-        if doc.name in flagmod.ALIASES:
-            continue
-        rows.append(f"| `{doc.name}` | {_code(doc.default)} | {_cell(doc.description)} |")
+    for setting in SETTINGS:
+        rows.append(f"| `{setting.name}` | {_code(setting.default)} | {_cell(setting.doc)} |")
     return "\n".join(rows)
 
 
@@ -113,9 +111,7 @@ def _notes(flag: flagmod.Flag, owned: Mapping[str, str]) -> str:
 
 
 def _flag_table() -> str:
-    # The table of flags the worker owns is private to worker.flags: only this page and
-    # build_args need it, and the page is where users read it.
-    owned = flagmod._SERVER_OWNED
+    owned = flagmod.SERVER_OWNED
     rows = ["| variable | flag | value | notes |", "|---|---|---|---|"]
     for name, flag in sorted(flagmod.load_flags().by_flag.items()):
         names = "<br>".join(f"`{env}`" for env in flag.env_names)

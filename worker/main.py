@@ -29,9 +29,11 @@ from worker import logs
 from worker.errors import ConfigError
 from worker.gate import JobGate
 from worker.handler import make_handler
+from worker.lb import serve as lb
+from worker.lb.mode import Mode, read_endpoint
 from worker.machine import WorkerState
 from worker.proxy import VllmProxy
-from worker.settings import load_settings
+from worker.settings import Settings, fallback_settings, load_settings
 from worker.supervisor import Supervisor, config_failure, secrets_of
 
 log = structlog.get_logger("worker")
@@ -43,31 +45,18 @@ def main() -> int:
     env = dict(os.environ)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: dump stacks
     logs.configure(env, Redactor(secrets_of(env)))
-    # The SDK logs every job's output at DEBUG; keep its log to what operators need.
-    os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
-    import runpod  # slow import (~1.5 s): done while vLLM starts, not after it is ready
-
+    settings, config_error = _settings(env)
+    endpoint, endpoint_error = read_endpoint(env)
+    config_error = config_error or endpoint_error
     try:
-        pack = load_pack(env.get("RULES_PATH") or None)
+        pack = load_pack(settings.rules_path)
     except RulePackError as exc:
         log.error("worker.rule_pack_broken", error=str(exc))
         return EXIT_RULES
-
-    try:
-        settings = load_settings(env)
-        config_error = None
-    except ConfigError as exc:
-        settings, config_error = None, exc
-    except Exception as exc:  # a bug must not become a crash loop: report it to every job
-        log.exception("worker.settings_crashed")
-        settings = None
-        config_error = ConfigError("configuration", f"the worker could not read it ({exc!r})")
-    if settings is not None:
-        for warning in settings.warnings:
-            log.warning("worker.config_warning", warning=warning)
-        supervisor = Supervisor(settings, pack, env)
-    else:
-        supervisor = Supervisor.unlaunched(pack, env)
+    for warning in settings.warnings:
+        log.warning("worker.config_warning", warning=warning)
+    failure = config_failure(config_error.var, config_error.message) if config_error else None
+    supervisor = Supervisor(settings, pack, env, config_failure=failure)
 
     interrupted = threading.Event()
     main_pid = os.getpid()
@@ -85,18 +74,16 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    if config_error is not None:
-        supervisor.lifecycle.fail(config_failure(config_error.var, str(config_error.message)))
-    else:
-        supervisor.run_in_thread()
-
-    served = settings.served_model_name if settings else ""
-    concurrency = settings.max_concurrency if settings else 30
-    grace = settings.shutdown_grace_s + 5 if settings else 5.0
-    transient_wait = settings.transient_answer_timeout_s if settings else 30.0
+    supervisor.start()
+    if endpoint.mode is Mode.LB:  # a load-balancing endpoint: serve HTTP, no job queue
+        return lb.run(supervisor, settings, endpoint, interrupted)
+    # The SDK logs every job's output at DEBUG; keep its log to what operators need.
+    os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
+    from worker import intake  # imports runpod (~1.5 s): while vLLM starts, not after ready
+    grace = settings.shutdown_grace_s + 5
 
     def proxy_factory() -> VllmProxy:
-        assert settings is not None and supervisor.state is WorkerState.READY
+        assert supervisor.state is WorkerState.READY
         return VllmProxy(
             settings.vllm_port,
             request_timeout=settings.request_timeout_s,
@@ -104,24 +91,24 @@ def main() -> int:
         )
 
     def exit_later() -> None:
-        timer = threading.Timer(transient_wait, _terminate_self)
+        timer = threading.Timer(settings.transient_answer_timeout_s, _terminate_self)
         timer.daemon = True
         timer.start()
 
     config: dict = {
-        "handler": make_handler(supervisor, proxy_factory, served),
+        "handler": make_handler(supervisor, proxy_factory, settings.served_model_name),
         "return_aggregate_stream": True,
     }
     supervisor.on_died = _terminate_self
-    if os.environ.get("RUNPOD_WEBHOOK_GET_JOB"):
+    if settings.job_queue:
         # The real job loop: start the SDK now; the gate holds job intake until settled.
         config["concurrency_modifier"] = JobGate(
             supervisor,
             config,
-            concurrency,
+            settings.max_concurrency,
             interrupted,
             exit_later,
-            grace_s=settings.shutdown_grace_s if settings else 10.0,
+            grace_s=settings.shutdown_grace_s,
             jobs_in_flight=_jobs_in_flight,
         )
     else:
@@ -133,11 +120,23 @@ def main() -> int:
         supervisor.wait_stopped(grace)
         return EXIT_OK
     try:
-        runpod.serverless.start(config)
+        intake.start(config)  # the SDK's start, with event-driven job intake
     finally:
         supervisor.request_stop()
         supervisor.wait_stopped(grace)
     return EXIT_TRANSIENT if supervisor.state is WorkerState.FAILED_TRANSIENT else EXIT_OK
+
+
+def _settings(env: dict[str, str]) -> tuple[Settings, ConfigError | None]:
+    """The settings, or (when they are unusable) the fallback and the error to report."""
+    try:
+        return load_settings(env), None
+    except ConfigError as exc:
+        return fallback_settings(env), exc
+    except Exception as exc:  # a bug must not become a crash loop: report it to every job
+        log.exception("worker.settings_crashed")
+        error = ConfigError("configuration", f"the worker could not read it ({exc!r})")
+        return fallback_settings(env), error
 
 
 def _wait_unless(event: threading.Event, interrupted: threading.Event) -> None:

@@ -31,6 +31,7 @@ from worker.breaker import LEDGER_NAME, RestartLedger, config_key, judge
 from worker.coldstart import ColdStartClock
 from worker.downloads import DownloadWatch, hf_cache_dir, hub_total_bytes
 from worker.machine import SETTLED, Lifecycle, WorkerState
+from worker.owned import HIDDEN_ENV
 from worker.settings import Settings
 
 log = structlog.get_logger("worker.supervisor")
@@ -67,10 +68,11 @@ class Supervisor:
 
     def __init__(
         self,
-        settings: Settings | None,
+        settings: Settings,
         pack: RulePack,
         env: Mapping[str, str],
         *,
+        config_failure: Diagnosis | None = None,
         passthrough: BinaryIO | None = None,
         on_settled: Callable[[WorkerState], None] | None = None,
     ):
@@ -98,7 +100,8 @@ class Supervisor:
         self.exit_code: int | None = None
         self.on_died: Callable[[], None] | None = None
         self.ledger = RestartLedger(None, time.time)
-        if settings is None:  # configuration failed: vLLM is never launched
+        self._config_failure = config_failure
+        if config_failure is not None:  # configuration failed: vLLM is never launched
             self.stopped.set()
             self.spawned.set()
         else:
@@ -111,9 +114,12 @@ class Supervisor:
             if settings.crash_loop_reset:
                 self.ledger.clear(self._key)
 
-    @classmethod
-    def unlaunched(cls, pack: RulePack, env: Mapping[str, str]) -> Supervisor:
-        return cls(None, pack, env)
+    def start(self) -> None:
+        """Start vLLM in a background thread, or settle at once on a configuration failure."""
+        if self._config_failure is not None:
+            self.lifecycle.fail(self._config_failure)
+        else:
+            self.run_in_thread()
 
     # -- reading state from other threads
 
@@ -147,8 +153,7 @@ class Supervisor:
             self.on_died()
 
     def ready(self) -> None:
-        if self.settings is not None:
-            self.ledger.clear(self._key)
+        self.ledger.clear(self._key)
         now = time.monotonic()
         fields = self._clock.summary(now)
         if self._startup_complete_at is not None:
@@ -257,7 +262,7 @@ class Supervisor:
 
     def _child_env(self) -> dict[str, str]:
         assert self.settings is not None
-        env = dict(self.env)
+        env = {k: v for k, v in self.env.items() if k not in HIDDEN_ENV}
         base = self.settings.base_path
         if base.is_dir() and os.access(base, os.W_OK):
             env.setdefault("HF_HOME", str(base / "huggingface-cache"))
@@ -417,7 +422,7 @@ class Supervisor:
             self.lifecycle.diagnosis = diagnosis
             self.lifecycle.failed_transiently()
             return
-        if self.settings is not None and diagnosis.permanent is False:
+        if self._config_failure is None and diagnosis.permanent is False:
             s = self.settings
             history = self.ledger.recent(self._key, s.crash_loop_window_s)
             where = str(self.ledger.path) if self.ledger.path else LEDGER_NAME
@@ -436,7 +441,7 @@ class Supervisor:
 
     async def _kill(self) -> None:
         proc = self._proc
-        if proc is None or self.settings is None:
+        if proc is None:
             return
         pgid = proc.pid
         if proc.returncode is None:

@@ -31,7 +31,8 @@ from tests.support.vllm_env import (
     worker_env,
 )
 from worker.bake import BakeError, bake, read_token, skipped_weights
-from worker.settings import BakedModel, load_settings, read_baked_model
+from worker.baked import BakedModel, read_baked_model
+from worker.settings import load_settings
 
 OK = "tiny-org/tiny-llama"
 GATED = "tiny-org/gated-llama"

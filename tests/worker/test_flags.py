@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from worker.errors import ConfigError
@@ -9,12 +11,12 @@ from worker.flags import (
     ALIASES,
     PASSTHROUGH_ENV,
     REMOVED_FLAGS,
-    WORKER_ENV,
     build_args,
     load_flags,
     model_arg,
     served_name_arg,
 )
+from worker.settings import WORKER_ENV
 
 SPEC = '{"model": "org/draft", "num_speculative_tokens": 3, "method": "eagle3"}'
 
@@ -113,6 +115,12 @@ def test_extra_args_that_do_not_split_name_the_variable() -> None:
         ("--api-key k1 k2 --seed 1", ["--seed", "1"]),
         ("--api_key k1", []),
         ("--enable-ssl-refresh --no-enable-ssl-refresh --headless --seed 1", ["--seed", "1"]),
+        # vLLM's argparse accepts unique prefixes (allow_abbrev): so does the filter.
+        ("--api-k k1 --seed 1", ["--seed", "1"]),
+        ("--api_k=k1 --seed 1", ["--seed", "1"]),
+        ("--ssl-k /k1 --seed 1", ["--seed", "1"]),
+        ("--he --seed 1", ["--seed", "1"]),
+        ("--headl --uds /k1", []),
     ],
 )
 def test_extra_args_lose_flags_the_worker_owns(extra: str, kept: list[str]) -> None:
@@ -325,3 +333,50 @@ def test_snapshot_is_valid_json_next_to_the_module() -> None:
     assert flags.vllm_version == "0.32.0"
     assert flags.by_flag["--max-model-len"].type == "human_readable_int_or_auto"
     assert flags.by_flag["--enable-prefix-caching"].negative == "--no-enable-prefix-caching"
+
+
+@pytest.mark.parametrize("prefix", ["--api-k", "--ssl-k", "--he", "--enable-ssl-r"])
+def test_an_abbreviation_resolves_as_vllms_argparse_does(prefix: str) -> None:
+    """vLLM keeps argparse's allow_abbrev: a unique prefix of a long option is that option."""
+    flag = load_flags().resolve(prefix)
+    assert flag is not None and flag.name.startswith(prefix)
+
+
+@pytest.mark.parametrize("prefix", ["--ma", "--enable", "--nope-nothing"])
+def test_an_ambiguous_or_unknown_prefix_resolves_to_nothing(prefix: str) -> None:
+    assert load_flags().resolve(prefix) is None
+    assert build_args({"VLLM_EXTRA_ARGS": f"{prefix} 1"}).args == [prefix, "1"]
+
+
+def test_a_fifo_config_file_is_refused_without_blocking(tmp_path) -> None:
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError) as info:
+        build_args({"VLLM_CONFIG_FILE": str(fifo)})
+    assert info.value.var == "VLLM_CONFIG_FILE"
+    assert "not a regular file" in info.value.message
+
+
+def test_a_link_to_an_endless_device_is_refused(tmp_path) -> None:
+    link = tmp_path / "config.yaml"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(ConfigError) as info:
+        build_args({"VLLM_CONFIG_FILE": str(link)})
+    assert "not a regular file" in info.value.message
+
+
+def test_a_huge_config_file_is_refused(tmp_path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"# " + b"x" * (2 << 20) + b"\n")
+    with pytest.raises(ConfigError) as info:
+        build_args({"VLLM_CONFIG_FILE": str(path)})
+    assert "larger than" in info.value.message
+
+
+def test_a_non_utf8_config_file_names_the_variable(tmp_path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"max-model-len: 4096\nseed: \xff\xfe\n")
+    with pytest.raises(ConfigError) as info:
+        build_args({"VLLM_CONFIG_FILE": str(path)})
+    assert str(info.value).startswith("VLLM_CONFIG_FILE: ")
+    assert "VLLM_CONFIG_FILE=" in info.value.message and "UTF-8" in info.value.message

@@ -9,26 +9,21 @@ from typing import Any
 import pytest
 
 from tests.support.vllm_env import ROOT
+from worker import baked
 from worker import flags as flagmod
-from worker import settings as settings_mod
 from worker.jobs import to_request
-from worker.settings import ENV_DOCS, load_settings
+from worker.settings import WORKER_ENV, load_settings
 
 HUB = json.loads((ROOT / ".runpod" / "hub.json").read_text(encoding="utf-8"))
 TESTS = json.loads((ROOT / ".runpod" / "tests.json").read_text(encoding="utf-8"))
 ENV = HUB["config"]["env"]
-KNOWN = (
-    {doc.name for doc in ENV_DOCS}
-    | flagmod.WORKER_ENV
-    | set(flagmod.ALIASES)
-    | set(flagmod.load_flags().by_env)
-)
+KNOWN = WORKER_ENV | set(flagmod.ALIASES) | set(flagmod.load_flags().by_env)
 
 
 @pytest.fixture(autouse=True)
 def _no_baked_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # The Hub deploys the plain image: no /model/baked.json, whatever this machine has.
-    monkeypatch.setattr(settings_mod, "DEFAULT_MANIFEST", str(tmp_path / "absent.json"))
+    monkeypatch.setattr(baked, "DEFAULT_MANIFEST", str(tmp_path / "absent.json"))
 
 
 def _as_env(value: Any, spec: dict[str, Any]) -> str:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from tests.support.vllm_env import ROOT
+from worker import baked
 from worker import settings as settings_mod
 from worker.errors import ConfigError
-from worker.flags import ALIASES, WORKER_ENV
-from worker.settings import ENV_DOCS, Settings, load_settings
+from worker.flags import ALIASES
+from worker.owned import HIDDEN_ENV
+from worker.settings import SETTINGS, WORKER_ENV, Settings, fallback_settings, load_settings
 
 MODEL = {"MODEL_NAME": "org/model"}
 
@@ -20,7 +24,7 @@ MODEL = {"MODEL_NAME": "org/model"}
 @pytest.fixture(autouse=True)
 def no_baked_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests run the same whether or not this machine has a /model/baked.json."""
-    monkeypatch.setattr(settings_mod, "DEFAULT_MANIFEST", str(tmp_path / "absent.json"))
+    monkeypatch.setattr(baked, "DEFAULT_MANIFEST", str(tmp_path / "absent.json"))
 
 
 def test_defaults() -> None:
@@ -184,7 +188,7 @@ def test_baked_model_wins_over_model_name(tmp_path: Path) -> None:
 
 
 def test_baked_model_at_the_default_path(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(settings_mod, "DEFAULT_MANIFEST", str(_bake(tmp_path, tokenizer=True)))
+    monkeypatch.setattr(baked, "DEFAULT_MANIFEST", str(_bake(tmp_path, tokenizer=True)))
     s = load_settings({"MODEL_NAME": "org/baked", "TOKENIZER_NAME": "org/tok"})
     weights = str(tmp_path / "weights")
     assert s.vllm_args == [
@@ -226,24 +230,99 @@ def test_explicit_manifest_that_is_missing_is_an_error(tmp_path: Path) -> None:
     assert info.value.var == "BAKED_MODEL_MANIFEST"
 
 
-def test_env_docs_cover_every_variable_the_worker_reads() -> None:
-    documented = {doc.name for doc in ENV_DOCS}
-    assert WORKER_ENV | set(ALIASES) == documented
-    assert all(doc.description for doc in ENV_DOCS)
+def _documented_defaults() -> dict[str, str]:
+    """variable -> default cell, read from the worker table in docs/configuration.md."""
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    table = text.split("<!-- generated:worker -->", 1)[1].split("<!-- end:worker -->", 1)[0]
+    rows = re.findall(r"^\| `([A-Z0-9_]+)` \| (`[^`]*`|) \|", table, re.MULTILINE)
+    return {name: cell.strip("`") for name, cell in rows}
 
 
-def test_every_variable_settings_reads_is_reserved() -> None:
-    """String literals passed as a variable name in settings.py are in WORKER_ENV."""
+def test_the_documented_default_is_the_parsed_default() -> None:
+    documented = _documented_defaults()
+    assert set(documented) == WORKER_ENV
+    loaded = load_settings(MODEL)
+    fields = [s for s in SETTINGS if s.field is not None]
+    assert fields
+    for setting in fields:
+        parsed = setting.parse(setting.name, documented[setting.name])
+        assert getattr(loaded, setting.field) == parsed, setting.name
+
+
+def test_every_setting_is_documented_and_reserved() -> None:
+    assert all(s.doc for s in SETTINGS)
+    assert {s.name for s in SETTINGS} == WORKER_ENV
+    assert not WORKER_ENV & set(ALIASES)
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    assert {s.field for s in SETTINGS if s.field} <= fields
+
+
+def test_settings_reads_no_variable_outside_the_table() -> None:
+    """No string literal that looks like a variable name is read in settings.py but the
+    table's (the old code kept names in four places)."""
     source = Path(settings_mod.__file__).read_text()
-    read = {
-        node.args[1].value
+    calls = [
+        node
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.Call)
-        and getattr(node.func, "id", None) == "_read"
-        and isinstance(node.args[1], ast.Constant)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("get", "read")
+    ]
+    read = {
+        arg.value
+        for call in calls
+        for arg in call.args
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.isupper()
     }
-    assert read
     assert read <= WORKER_ENV
+
+
+@pytest.mark.parametrize(
+    "var",
+    [s.name for s in SETTINGS if s.field and s.parse.__qualname__.startswith("seconds")],
+)
+@pytest.mark.parametrize("value", ["1e10", "604801", "1e309"])
+def test_every_duration_is_bounded(var: str, value: str) -> None:
+    """TRANSIENT_ANSWER_TIMEOUT=1e10 raised OverflowError in the timer thread."""
+    with pytest.raises(ConfigError) as info:
+        load_settings({**MODEL, var: value})
+    assert info.value.var == var
+    assert "a week" in info.value.message
+
+
+def test_a_week_is_allowed() -> None:
+    assert load_settings({**MODEL, "VLLM_STARTUP_TIMEOUT": "604800"}).startup_timeout_s == 604800
+
+
+@pytest.mark.parametrize("value", ["８０００", "٨٠٠٠", "8_000", "+8000 x"])
+def test_ports_are_ascii_digits(value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({**MODEL, "VLLM_PORT": value})
+    assert info.value.var == "VLLM_PORT"
+
+
+def test_full_width_digits_are_no_concurrency() -> None:
+    with pytest.raises(ConfigError):
+        load_settings({**MODEL, "MAX_CONCURRENCY": "３０"})
+
+
+def test_rules_path_and_job_queue_are_settings(tmp_path: Path) -> None:
+    s = load_settings({**MODEL, "RULES_PATH": str(tmp_path), "RUNPOD_WEBHOOK_GET_JOB": "http://x"})
+    assert (s.rules_path, s.job_queue) == (tmp_path, True)
+    assert (load_settings(MODEL).rules_path, load_settings(MODEL).job_queue) == (None, False)
+
+
+def test_fallback_keeps_what_parses_and_defaults_the_rest() -> None:
+    env = {"MAX_CONCURRENCY": "lots", "VLLM_SHUTDOWN_GRACE": "3", "RULES_PATH": "/r"}
+    s = fallback_settings(env)
+    assert (s.max_concurrency, s.shutdown_grace_s, s.rules_path) == (30, 3.0, Path("/r"))
+    assert (s.vllm_args, s.model) == ([], "")
+
+
+def test_vllm_api_key_is_not_passed_on_and_warned_about() -> None:
+    s = load_settings({**MODEL, "VLLM_API_KEY": "sk-secret-value"})
+    assert any(w.startswith("VLLM_API_KEY is not passed to vLLM") for w in s.warnings)
+    assert not any("sk-secret-value" in w for w in s.warnings)
+    assert "VLLM_API_KEY" in HIDDEN_ENV
 
 
 def test_config_error_renders_var_and_message() -> None:
