@@ -45,7 +45,7 @@ def main() -> int:
     logs.configure(env, Redactor(secrets_of(env)))
     # The SDK logs every job's output at DEBUG; keep its log to what operators need.
     os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
-    import runpod  # slow import (~1.5 s): done while vLLM starts, not after it is ready
+    from worker import intake  # imports runpod (~1.5 s): while vLLM starts, not after ready
 
     settings, config_error = _settings(env)
     try:
@@ -115,7 +115,7 @@ def main() -> int:
         supervisor.wait_stopped(grace)
         return EXIT_OK
     try:
-        runpod.serverless.start(config)
+        intake.start(config)  # the SDK's start, with event-driven job intake
     finally:
         supervisor.request_stop()
         supervisor.wait_stopped(grace)
