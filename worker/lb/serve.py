@@ -1,0 +1,169 @@
+"""The load-balancing run loop: serve ``PORT`` (and ``PORT_HEALTH``) with uvicorn while
+the supervisor runs vLLM, until a stop signal or a transient failure.
+
+* SIGTERM/SIGINT: stop accepting connections, let requests in flight finish within the
+  grace period (``VLLM_SHUTDOWN_GRACE``; then they are cancelled, which cancels them
+  upstream), then stop vLLM's process group. Exit 0. A second signal skips the wait.
+* failed-transient (vLLM failed to start, or died after ready): the health check says
+  503 so the platform replaces the worker; the first request gets the diagnosis, then
+  the worker stops as above and exits 1 (after ``TRANSIENT_ANSWER_TIMEOUT`` without a
+  request too), like the queue mode.
+* A port that cannot be bound: exit 1 after stopping vLLM.
+
+uvicorn is the HTTP server; its own signal capture is off (one loop serves two ports,
+and the handlers here only record the signal; the loop dispatches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+
+import structlog
+import uvicorn
+
+from worker.lb.health import HealthApp
+from worker.lb.mode import Endpoint
+from worker.lb.proxy import ProxyApp, upstream_client
+from worker.machine import WorkerState
+from worker.settings import Settings
+from worker.supervisor import Supervisor
+
+log = structlog.get_logger("worker.lb")
+
+EXIT_OK, EXIT_FAILED = 0, 1
+# The public ports listen on every interface: the platform's load balancer reaches the
+# worker from outside; vLLM itself stays on 127.0.0.1.
+HOST = "0.0.0.0"
+# How often the run loop looks at the supervisor's state (it changes in another thread).
+STATE_POLL_S = 0.05
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # the run loop owns the signals
+
+
+def run(
+    supervisor: Supervisor,
+    settings: Settings,
+    endpoint: Endpoint,
+    interrupted: threading.Event,
+) -> int:
+    """Serve until stopped; stop vLLM; return the exit code."""
+    # httpx logs every request at INFO: one line per proxied request is noise (and time).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    loop_factory = uvicorn.Config(app=None).get_loop_factory()
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            code = runner.run(_serve(supervisor, settings, endpoint, interrupted))
+    except SystemExit:  # uvicorn could not bind a port (it logged why)
+        log.error("lb.bind_failed", port=endpoint.port, health_port=endpoint.health_port)
+        code = EXIT_FAILED
+    log.info("lb.stopping_vllm")
+    supervisor.request_stop()
+    supervisor.wait_stopped(settings.shutdown_grace_s + 5)
+    if supervisor.state is WorkerState.FAILED_TRANSIENT:
+        code = EXIT_FAILED
+    return code
+
+
+def _config(app, port: int, grace_s: float) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=HOST,
+        port=port,
+        lifespan="off",
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        # vLLM's own Date and Server headers pass through.
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=max(1, round(grace_s)),
+    )
+
+
+async def _serve(
+    supervisor: Supervisor, settings: Settings, endpoint: Endpoint, interrupted: threading.Event
+) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    answered = asyncio.Event()
+    client = upstream_client(settings.vllm_port, request_timeout=settings.request_timeout_s)
+    grace = settings.shutdown_grace_s
+    health = HealthApp(supervisor, endpoint.health_path)
+    shared = endpoint.health_port == endpoint.port
+    app = ProxyApp(
+        supervisor,
+        client,
+        health=health if shared else None,
+        on_failure_answered=lambda state: (
+            answered.set() if state is WorkerState.FAILED_TRANSIENT else None
+        ),
+    )
+    servers = [_Server(_config(app, endpoint.port, grace))]
+    if not shared:
+        servers.append(_Server(_config(health, endpoint.health_port, grace)))
+    log.info(
+        "lb.listening",
+        port=endpoint.port,
+        health_port=endpoint.health_port,
+        health_path=endpoint.health_path,
+    )
+    with _signals(loop, stop, servers):
+        if interrupted.is_set():  # a signal came while main was still wiring things
+            stop.set()
+        serving = [asyncio.ensure_future(server.serve()) for server in servers]
+        transient = asyncio.ensure_future(
+            _after_transient(supervisor, answered, settings.transient_answer_timeout_s)
+        )
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([*serving, transient, stopped], return_when=asyncio.FIRST_COMPLETED)
+            code = EXIT_FAILED if transient.done() else EXIT_OK
+            log.info("lb.draining", reason="failed-transient" if transient.done() else "signal")
+            for server in servers:
+                server.should_exit = True
+            await asyncio.gather(*serving)
+        finally:
+            transient.cancel()
+            stopped.cancel()
+            await client.aclose()
+    return code
+
+
+async def _after_transient(supervisor: Supervisor, answered: asyncio.Event, wait_s: float) -> None:
+    """Returns once the worker failed transiently and one request got the diagnosis (or
+    ``wait_s`` passed without one)."""
+    while supervisor.state is not WorkerState.FAILED_TRANSIENT:
+        await asyncio.sleep(STATE_POLL_S)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(answered.wait(), wait_s)
+
+
+@contextlib.contextmanager
+def _signals(
+    loop: asyncio.AbstractEventLoop, stop: asyncio.Event, servers: list[_Server]
+) -> Iterator[None]:
+    """SIGTERM/SIGINT set ``stop``; a second one ends the drain at once. The previous
+    handlers come back afterwards (main's: a late signal still stops vLLM)."""
+
+    def handler(signum, _frame) -> None:
+        log.info("worker.signal", signal=signal.Signals(signum).name, phase="serving")
+        if stop.is_set():
+            for server in servers:
+                server.force_exit = True
+        loop.call_soon_threadsafe(stop.set)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
