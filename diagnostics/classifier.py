@@ -10,7 +10,7 @@ a requested shutdown, generic wrapper errors are ignored.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -203,24 +203,8 @@ class Classifier:
         return found
 
     def _render(self, hit: _Hit) -> Diagnosis:
-        rule = hit.rule
-        captured = self._captures(hit)
-        values = {**rule.defaults, **captured}
-        state, cause, fix = failed_state(rule.category), rule.cause, rule.fix
-        # Permanence by evidence: the captured numbers show a host condition.
-        if rule.transient_if is not None and rule.transient_if.holds(captured):
-            state = State.FAILED_TRANSIENT
-            cause, fix = rule.transient_if.cause, rule.transient_if.fix
-        needed = template_fields(cause) | template_fields(fix)
-        safe = {name: self.redact(values.get(name, "?")).strip() for name in needed}
-        return Diagnosis(
-            state=state,
-            category=rule.category,
-            rule=rule.id,
-            evidence=Evidence(hit.line, self.redact(hit.raw)),
-            cause=" ".join(self.redact(cause.format_map(safe)).split()),
-            fix=" ".join(self.redact(fix.format_map(safe)).split()),
-        )
+        evidence = Evidence(hit.line, self.redact(hit.raw))
+        return render_rule(hit.rule, self._captures(hit), evidence, self.redact)
 
     def _line_evidence(self, lineno: int) -> Evidence | None:
         for line, text in self.recent:
@@ -233,6 +217,32 @@ class Classifier:
             if text.strip():
                 return Evidence(line, self.redact(clean_raw(text)))
         return None
+
+
+def render_rule(
+    rule: Rule, captured: Mapping[str, str], evidence: Evidence | None, redactor: Redactor = redact
+) -> Diagnosis:
+    """The diagnosis ``rule`` gives with ``captured`` values for its templates.
+
+    The classifier renders a match with it; the worker's pre-flight renders a predicted
+    failure with it (its numbers in place of captures), so both read the same.
+    """
+    values = {**rule.defaults, **captured}
+    state, cause, fix = failed_state(rule.category), rule.cause, rule.fix
+    # Permanence by evidence: the captured numbers show a host condition.
+    if rule.transient_if is not None and rule.transient_if.holds(captured):
+        state = State.FAILED_TRANSIENT
+        cause, fix = rule.transient_if.cause, rule.transient_if.fix
+    needed = template_fields(cause) | template_fields(fix)
+    safe = {name: redactor(values.get(name, "?")).strip() for name in needed}
+    return Diagnosis(
+        state=state,
+        category=rule.category,
+        rule=rule.id,
+        evidence=evidence,
+        cause=" ".join(redactor(cause.format_map(safe)).split()),
+        fix=" ".join(redactor(fix.format_map(safe)).split()),
+    )
 
 
 def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagnosis:
