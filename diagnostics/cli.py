@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from diagnostics.render import to_json, to_text
 from diagnostics.rules import RulePackError, load_pack
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.files:
         try:
             if name == "-":
-                diagnosis = classify_stream(sys.stdin.buffer, pack)
+                diagnosis = classify_stream(_stdin(), pack)
             else:
                 with Path(name).open("rb") as stream:
                     diagnosis = classify_stream(stream, pack)
@@ -62,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         if diagnosis.failed and status == EXIT_OK:
             status = EXIT_FAILED_START
     return status
+
+
+def _stdin() -> BinaryIO:
+    """Standard input as bytes; InputError when it is closed (``diagnose - <&-``)."""
+    stdin = sys.stdin
+    if stdin is None or getattr(stdin, "buffer", None) is None:
+        raise InputError("standard input is closed")
+    return stdin.buffer
 
 
 def run() -> int:

@@ -4,10 +4,15 @@ The stream is read in blocks; Hyperscan scans each block for every pattern of th
 pack at once, and only the lines it hits (plus the two lines after each, which may
 continue a wrapped message) go through normalisation and the classifier. Lines
 that hold ANSI escape codes are always passed on, since colour codes can split a
-pattern. The result is the same as feeding every line to the classifier.
+pattern, and so are lines with a lone carriage return (normalising turns it into a
+space). The result is the same as feeding every line to the classifier.
+
+Memory is bounded and time linear whatever the input: a line longer than
+``streams.MAX_LINE`` is read as pieces (as the worker reads vLLM's pipe), UTF-16/32
+logs are decoded, CR-only logs use CR as line end (see :mod:`diagnostics.streams`).
 
 RunPod's console exports list the newest line first; such a log is detected from
-its first lines and read back to front (it is held in memory: these exports are small).
+its first lines and read back to front, through a temporary file, whatever its size.
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ from typing import BinaryIO
 from diagnostics.classifier import Classifier
 from diagnostics.model import Diagnosis
 from diagnostics.rules import RulePack
+from diagnostics.streams import Piece, blocks, decoded, reversed_lines
 
 BLOCK_SIZE = 1024 * 1024
 _DETECT_SIZE = 8 * 1024 * 1024  # how much of a console export the order check reads
 _FOLLOWING = 2
 _RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
 _REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
-_MAX_REVERSED = 64 * 1024 * 1024
+# Lines the prefilter cannot judge on their raw bytes: colour codes, a lone CR.
+_ALWAYS_PASSED = re.compile(rb"\x1b|\r(?!\n)")
 
 
 class InputError(Exception):
@@ -33,7 +40,7 @@ class InputError(Exception):
 
 
 def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK_SIZE) -> Diagnosis:
-    first = stream.read(block_size)
+    first, reader = decoded(stream.read(block_size), stream, block_size)
     if not first:
         raise InputError("empty input")
     if b"\x00" in first[:65536]:
@@ -41,15 +48,13 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
     classifier = Classifier(pack)
     if _console_head(first) and len(first) < _DETECT_SIZE:
         # The order is judged on the first _DETECT_SIZE bytes, whatever the block size.
-        first += stream.read(_DETECT_SIZE - len(first))
+        first += reader.read(_DETECT_SIZE - len(first))
     if _looks_reversed(first):
-        rest = stream.read(_MAX_REVERSED)
-        lines = (first + rest).splitlines()
-        for index, line in enumerate(reversed(lines)):
+        for lineno, line in reversed_lines(first, reader, block_size):
             # Evidence line numbers refer to the file as given.
-            classifier.feed(line.decode("utf-8", "replace"), len(lines) - index)
+            classifier.feed(line.decode("utf-8", "replace"), lineno)
         return classifier.diagnosis()
-    for lineno, line in candidate_lines(_blocks(first, stream, block_size), pack):
+    for lineno, line in candidate_lines(blocks(first, reader, block_size), pack):
         classifier.feed(line, lineno)
     return classifier.diagnosis()
 
@@ -75,29 +80,12 @@ def _looks_reversed(block: bytes) -> bool:
     )
 
 
-def _blocks(first: bytes, stream: BinaryIO, block_size: int) -> Iterator[bytes]:
-    """Blocks that end on a line boundary (the last may not)."""
-    carry = first
-    while True:
-        more = stream.read(block_size)
-        if not more:
-            if carry:
-                yield carry
-            return
-        data = carry + more
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            carry = data
-            continue
-        yield data[: cut + 1]
-        carry = data[cut + 1 :]
-
-
 def candidate_lines(blocks, pack: RulePack) -> Iterator[tuple[int, str]]:
     """(line number, text) of every line a pattern could match, in order.
 
     Each hit line is followed by the next ``_FOLLOWING`` lines, also across a block
-    boundary, so the result does not depend on the block size.
+    boundary, so the result does not depend on the block size. A :class:`Piece`
+    block's last newline was added (it cut a long line) and is not counted.
     """
     lineno = 0  # lines before ``pos`` (all earlier blocks included)
     owed = 0  # lines still to send after the last hit (may run into the next block)
@@ -125,11 +113,11 @@ def candidate_lines(blocks, pack: RulePack) -> Iterator[tuple[int, str]]:
             pos = line_start
             yield lineno + 1, block[line_start:end].decode("utf-8", "replace")
             line_start = end + 1
-        lineno += block.count(b"\n", pos)
+        lineno += block.count(b"\n", pos) - isinstance(block, Piece)
 
 
 def _hit_line_starts(block: bytes, pack: RulePack) -> list[int]:
-    """Sorted start offsets of the lines that hold a match or an ANSI escape."""
+    """Sorted start offsets of the lines that hold a match, an escape or a lone CR."""
     starts: list[int] = []
     line_start, line_end = 0, -1  # the line last added, up to and including its newline
 
@@ -146,11 +134,11 @@ def _hit_line_starts(block: bytes, pack: RulePack) -> list[int]:
         starts.append(line_start)
 
     pack.database.scan(block, match_event_handler=on_match)
-    index = block.find(b"\x1b[")
-    while index >= 0:
-        starts.append(block.rfind(b"\n", 0, index) + 1)
-        nxt = block.find(b"\n", index)
+    found = _ALWAYS_PASSED.search(block)
+    while found is not None:
+        starts.append(block.rfind(b"\n", 0, found.start()) + 1)
+        nxt = block.find(b"\n", found.start())
         if nxt < 0:
             break
-        index = block.find(b"\x1b[", nxt)
+        found = _ALWAYS_PASSED.search(block, nxt)
     return sorted(set(starts))

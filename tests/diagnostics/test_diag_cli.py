@@ -105,3 +105,109 @@ def test_reversed_runpod_console_export(capsys):
     row = json.loads(capsys.readouterr().out)
     assert row["category"] == "remote_code"
     assert "TRUST_REMOTE_CODE=true" in row["fix"]
+
+
+# Hostile and unusual inputs (issue 11: 7, 14, 17)
+
+MAX_LEN = FIXTURES.parent / "vllm-0.32" / "max-model-len-too-large.log"
+REVERSED = (
+    FIXTURES / "remote_code" / "dots-ocr-123-runpod-serverless-reversed-log-trust-remote-code.log"
+)
+
+
+def test_closed_stdin_is_a_one_line_error():
+    result = subprocess.run(
+        [sys.executable, "-m", "diagnostics.cli", "-"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: __import__("os").close(0),
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "diagnose: -: standard input is closed"
+
+
+def _diagnose_bytes(_tmp_path, data: bytes) -> dict:
+    return _PACK_DIAGNOSE(data)
+
+
+def _pack_diagnose():
+    import io
+    from functools import cache
+
+    from diagnostics.render import to_json
+    from diagnostics.rules import load_pack
+    from diagnostics.scan import classify_stream
+
+    pack = cache(load_pack)
+
+    def diagnose(data: bytes) -> dict:
+        return json.loads(to_json(classify_stream(io.BytesIO(data), pack()), "x.log"))
+
+    return diagnose
+
+
+_PACK_DIAGNOSE = _pack_diagnose()
+
+
+def test_cr_only_log_keeps_the_numbers(tmp_path):
+    expected = _diagnose_bytes(tmp_path, MAX_LEN.read_bytes())
+    assert "8192" in expected["message"] and "2048" in expected["message"]
+    mac = _diagnose_bytes(tmp_path, MAX_LEN.read_bytes().replace(b"\n", b"\r"))
+    assert mac["message"] == expected["message"]
+    assert mac["evidence"]["text"] == expected["evidence"]["text"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-8-sig"])
+def test_logs_with_a_byte_order_mark_are_decoded(tmp_path, encoding):
+    text = MAX_LEN.read_text(encoding="utf-8")
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    expected = _diagnose_bytes(tmp_path, MAX_LEN.read_bytes())
+    assert _diagnose_bytes(tmp_path, data) == expected
+
+
+def test_a_console_export_larger_than_any_limit_is_read_to_the_end(tmp_path):
+    """Newest-first export: the cause sits after 75 MB of later lines (the reader once
+    stopped at 72 MB and answered "starting")."""
+    lines = REVERSED.read_bytes().splitlines(keepends=True)
+    filler = b"datgo1t12vudsh[info]" + b"heartbeat " * 1000 + b"\n"
+    count = 75 * 1024 * 1024 // len(filler)
+    data = lines[0] + filler * count + b"".join(lines[1:])
+    row = _diagnose_bytes(tmp_path, data)
+    assert row["category"] == "remote_code"
+    assert row["evidence"]["line"] == 4 + count  # line 4 of the recorded export
+
+
+class _Endless:
+    """A stream of one line with no newline, made as it is read (never held whole)."""
+
+    def __init__(self, size: int, tail: bytes):
+        self.left, self.tail = size, tail
+
+    def read(self, size: int = -1) -> bytes:
+        if self.left <= 0:
+            out, self.tail = self.tail[:size], self.tail[size:]
+            return out
+        n = min(size, self.left)
+        self.left -= n
+        return b"ab " * (n // 3) + b"c" * (n % 3)
+
+
+def test_a_line_without_end_is_read_in_bounded_memory():
+    import tracemalloc
+
+    from diagnostics.rules import load_pack
+    from diagnostics.scan import classify_stream
+
+    pack = load_pack()
+    tail = b"\n" + KV.read_bytes()
+    tracemalloc.start()
+    try:
+        diagnosis = classify_stream(_Endless(64 * 1024 * 1024, tail), pack)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert diagnosis.category == "kv_cache"
+    assert peak < 16 * 1024 * 1024, peak  # a few MiB-long lines at most, never 64 MiB
