@@ -85,7 +85,7 @@ def check_architecture(config: Mapping[str, Any], req: Request, reg: Registry) -
         return None  # the repo's own code may provide it (Transformers backend)
     if any(a in reg.architectures or a in reg.transformers_architectures for a in archs):
         return None
-    shown = "[" + ", ".join(repr(a) for a in archs) + "]"
+    shown = ", ".join(archs)
     return Prediction(
         "architecture-not-supported",
         {"arch": shown},

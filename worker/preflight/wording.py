@@ -1,16 +1,18 @@
 """Turn a ``Prediction`` into the ``Diagnosis`` the rule pack gives for the same cause.
 
-The cause and fix are the rule's own templates, filled with the pre-flight's numbers
-where vLLM's output would have filled them with captures, so the answer reads the same
-whichever path found the failure; the pre-flight adds one sentence with what it
-measured and says that vLLM was not started.
+The rule is rendered by the classifier's own ``render_rule`` with the pre-flight's
+numbers where vLLM's output would have given captures, so the answer reads the same
+whichever path found the failure; the pre-flight adds one sentence with what it measured
+and says that vLLM was not started.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from diagnostics import Diagnosis, Evidence, RulePack, State
-from diagnostics.model import Category, failed_state
-from diagnostics.rules import Rule, template_fields
+from diagnostics.classifier import render_rule
+from diagnostics.model import Category
 
 BEFORE_LAUNCH = "Found by the pre-flight check before launch; vLLM was not started."
 EVIDENCE_PREFIX = "pre-flight: "
@@ -20,32 +22,14 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-def render_rule(rule: Rule, values: dict[str, str]) -> tuple[State, str, str]:
-    """(state, cause, fix) of ``rule`` with ``values`` for its templates, as the
-    classifier renders a match (defaults for names not given; a rule's number test
-    ``transient_if`` may turn the verdict transient)."""
-    state, cause, fix = failed_state(rule.category), rule.cause, rule.fix
-    transient_if = getattr(rule, "transient_if", None)
-    if transient_if is not None and transient_if.holds(values):
-        state, cause, fix = State.FAILED_TRANSIENT, transient_if.cause, transient_if.fix
-    merged = {**rule.defaults, **values}
-    needed = template_fields(cause) | template_fields(fix)
-    safe = {name: str(merged.get(name, "?")).strip() for name in needed}
-    return state, _squash(cause.format_map(safe)), _squash(fix.format_map(safe))
-
-
 def diagnose(pack: RulePack, rule_id: str, values: dict[str, str], detail: str) -> Diagnosis:
-    """The pack's diagnosis for ``rule_id``, marked as found before launch."""
-    rule = pack.by_id(rule_id)
-    state, cause, fix = render_rule(rule, values)
+    """The pack's diagnosis for ``rule_id`` with ``values``, marked as found before launch."""
+    rendered = render_rule(pack.by_id(rule_id), values, None)
     extra = _squash(f"{detail} {BEFORE_LAUNCH}")
-    return Diagnosis(
-        state=state,
-        category=rule.category,
-        rule=rule.id,
-        evidence=Evidence(0, EVIDENCE_PREFIX + _squash(detail or cause)),
-        cause=f"{cause} {extra}",
-        fix=fix,
+    return replace(
+        rendered,
+        evidence=Evidence(0, EVIDENCE_PREFIX + _squash(detail or rendered.cause or "")),
+        cause=f"{rendered.cause} {extra}",
     )
 
 
