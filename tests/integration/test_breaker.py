@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import sys
+import time
+from pathlib import Path
+
+import pytest
 
 from diagnostics import Category, Diagnosis, State
 from tests.support.queue_server import QueueServer
@@ -56,7 +61,8 @@ def test_ledger_window_record_and_clear(tmp_path):
     assert [e["category"] for e in ledger.recent("k", 60)] == ["network"]
     ledger.clear("k")
     assert ledger.recent("k", 60) == []
-    assert [p.name for p in (tmp_path / "v").iterdir()] == ["ledger.json"]  # no temp files left
+    # no temp files left (the lock file stays: removing it would race other workers)
+    assert sorted(p.name for p in (tmp_path / "v").iterdir()) == ["ledger.json", "ledger.json.lock"]
 
 
 def test_corrupt_or_unwritable_ledger_is_ignored(tmp_path):
@@ -81,6 +87,85 @@ def test_key_ignores_tokens_but_not_flags():
         == base
     )
     assert config_key(["vllm", "serve"], ["--model", "m", "--max-model-len", "9"]) != base
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"at": "yesterday", "category": "cuda_fault"},
+        None,
+        {"at": None},
+        {"at": 1000.0, "category": ["not", "text"]},
+        {"at": 1000.0, "category": {"x": 1}},
+        {"at": float("nan")},
+        {"at": True, "category": "x"},
+        {"at": 1000.0, "category": "x" * 10_000},
+        "a string",
+    ],
+    ids=repr,
+)
+def test_a_bad_ledger_entry_is_ignored_never_fatal(tmp_path, entry):
+    path = tmp_path / "ledger.json"
+    good = {"at": 990.0, "category": "network"}
+    path.write_text(json.dumps({"k": [entry, good], "other": "not a list"}))
+    ledger = RestartLedger(path, Clock())
+    assert ledger.recent("k", 60) == [good]
+    assert ledger.recent("other", 60) == []
+    tripped = judge(CUDA, [*ledger.recent("k", 60), good], 2, 1800, "ledger")
+    assert tripped.rule == "crash-loop-breaker"
+    ledger.record("k", "cuda_fault", 60)
+    assert [e["category"] for e in ledger.recent("k", 60)] == ["network", "cuda_fault"]
+    ledger.clear("k")
+
+
+@pytest.mark.parametrize(
+    "content", [b"[1, 2]", b"null", b"\xff\xfe", b"[" * 100_000, b"{}" + b" " * (2 << 20)]
+)
+def test_a_ledger_that_is_not_ours_is_ignored(tmp_path, content):
+    path = tmp_path / "ledger.json"
+    path.write_bytes(content)
+    ledger = RestartLedger(path, Clock())
+    assert ledger.recent("k", 60) == []
+    ledger.record("k", "network", 60)
+    assert [e["category"] for e in ledger.recent("k", 60)] == ["network"]
+
+
+def _record_many(path: str, barrier, count: int) -> None:
+    ledger = RestartLedger(Path(path), time.time)
+    barrier.wait()
+    for _ in range(count):
+        ledger.record("shared", "cuda_fault", 3600)
+
+
+def test_concurrent_writers_lose_no_failure(tmp_path):
+    """8 workers sharing a volume fail at once: every failure is counted."""
+    context = multiprocessing.get_context("fork")
+    path = tmp_path / "volume" / "ledger.json"
+    barrier = context.Barrier(8)
+    procs = [context.Process(target=_record_many, args=(str(path), barrier, 5)) for _ in range(8)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    assert len(RestartLedger(path, time.time).recent("shared", 3600)) == 40
+
+
+def test_key_tells_models_apart_and_drops_every_secret_form():
+    base = ["vllm", "serve"]
+    assert config_key(base, ["--model", "org/hf_alpha"]) != config_key(
+        base, ["--model", "org/hf_beta"]
+    )
+    plain = config_key(base, ["--model", "m"])
+    for secret_args in (
+        ["--api-key", "abc123456"],
+        ["--api-key=abc123456"],
+        ["--hf-token", "not-hf-shaped-value"],
+    ):
+        assert config_key(base, ["--model", "m", *secret_args]) == plain
+    a = config_key(base, ["--model", "https://user:pass1@host/m"])
+    b = config_key(base, ["--model", "https://user:pass2@host/m"])
+    assert a == b
 
 
 def test_worker_trips_the_breaker_on_the_third_transient_failure(tmp_path, reliability):
