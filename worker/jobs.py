@@ -32,6 +32,14 @@ is refused rather than sanitised.
 
 Every POST body gets ``model`` set to the served model when it has none, and is checked
 to be strict JSON (no NaN/Infinity) so the proxy can always encode it.
+
+Whether a POST streams is decided as vLLM's request models will read the body's
+``stream`` (``bool | None`` in pydantic's lax mode: ``1``, ``"yes"``, ``"on"`` are
+true); a value pydantic refuses is sent unchanged and vLLM answers it with a 400.
+
+Messages are bounded whatever the input: at most ``_MAX_NAMES`` key names, each cut to
+``_MAX_NAME`` characters, so an input with 300,000 keys gets a short answer (and a short
+log line).
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from pydantic import TypeAdapter, ValidationError
 
 __all__ = ["ACCEPTED_SHAPES", "BadInput", "ProxyRequest", "to_request"]
 
@@ -63,6 +73,10 @@ _STANDARD_KEYS = frozenset(
 # Keys the standard shape sets itself; taking them from sampling_params would be ambiguous.
 _RESERVED_SAMPLING_KEYS = frozenset({"prompt", "messages", "stream"})
 _METHODS = ("GET", "POST")
+_MAX_NAMES = 20
+_MAX_NAME = 64
+# vLLM's request models declare ``stream: bool | None = False``.
+_STREAM_FIELD: TypeAdapter[bool | None] = TypeAdapter(bool | None)
 
 
 class BadInput(ValueError):
@@ -102,7 +116,7 @@ def to_request(job_input: object, served_model: str) -> ProxyRequest:
     if "messages" in keys or "prompt" in keys:
         _only(keys, _STANDARD_KEYS, "the prompt/messages shape")
         return _standard(job_input, served_model)
-    found = ", ".join(sorted(map(str, keys))) or "none"
+    found = _names(keys) or "none"
     raise BadInput(
         f"The job input has none of openai_route, route, messages or prompt (keys found: {found})."
     )
@@ -184,7 +198,15 @@ def _post(path: str, body: dict[str, Any], served_model: str) -> ProxyRequest:
         json.dumps(body, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise BadInput(f"The request body is not strict JSON ({exc}).") from exc
-    return ProxyRequest("POST", path, body, stream=body.get("stream") is True)
+    return ProxyRequest("POST", path, body, stream=streams(body.get("stream")))
+
+
+def streams(value: object) -> bool:
+    """Whether vLLM will stream a request whose body has ``"stream": value``."""
+    try:
+        return bool(_STREAM_FIELD.validate_python(value))
+    except ValidationError:
+        return False  # vLLM refuses the request with a 400, as one JSON answer
 
 
 def _route(value: object, key: str) -> str:
@@ -205,7 +227,7 @@ def _route(value: object, key: str) -> str:
 def _only(keys: set[Any], allowed: frozenset[str], shape: str) -> None:
     extra = keys - allowed
     if extra:
-        names = ", ".join(sorted(map(str, extra)))
+        names = _names(extra)
         hint = ""
         if shape == "the prompt/messages shape":
             hint = " Sampling options such as max_tokens go inside sampling_params."
@@ -213,6 +235,15 @@ def _only(keys: set[Any], allowed: frozenset[str], shape: str) -> None:
             f"Unexpected key(s) for {shape}: {names}; it takes only "
             f"{', '.join(sorted(allowed))}.{hint}"
         )
+
+
+def _names(keys: set[Any]) -> str:
+    """Up to ``_MAX_NAMES`` key names, sorted, each cut short; how many more there were."""
+    shown = []
+    for key in sorted(map(str, keys))[:_MAX_NAMES]:
+        shown.append(key if len(key) <= _MAX_NAME else key[:_MAX_NAME] + "...")
+    more = len(keys) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 def _kind(value: object) -> str:

@@ -50,9 +50,14 @@ ACCEPTED = [
         post("/v1/chat/completions", {"messages": MSGS, "stream": True, "model": MODEL}, True),
     ),
     (
-        "openai stream as a string is not a stream (vLLM judges the body)",
+        "openai stream as the string true streams, as vLLM's pydantic model reads it",
         {"openai_route": "/v1/completions", "openai_input": {"prompt": "x", "stream": "true"}},
-        post("/v1/completions", {"prompt": "x", "stream": "true", "model": MODEL}),
+        post("/v1/completions", {"prompt": "x", "stream": "true", "model": MODEL}, True),
+    ),
+    (
+        "openai stream that vLLM refuses is sent as is, not streamed (vLLM answers 400)",
+        {"openai_route": "/v1/completions", "openai_input": {"prompt": "x", "stream": "maybe"}},
+        post("/v1/completions", {"prompt": "x", "stream": "maybe", "model": MODEL}),
     ),
     ("openai bare route is a GET", {"openai_route": "/v1/models"}, get("/v1/models")),
     (
@@ -334,3 +339,54 @@ def test_any_json_gives_a_request_or_bad_input(job_input: object) -> None:
         assert request.body["model"] is not None
         json.dumps(request.body, allow_nan=False)  # the proxy can always encode it
         assert request.stream == (request.body.get("stream") is True)
+
+
+@pytest.mark.parametrize(
+    ("value", "streamed"),
+    [
+        (True, True),
+        (1, True),
+        (1.0, True),
+        ("yes", True),
+        ("YES", True),
+        ("true", True),
+        ("on", True),
+        ("y", True),
+        ("t", True),
+        ("1", True),
+        (False, False),
+        (0, False),
+        ("no", False),
+        ("off", False),
+        (None, False),
+        (2, False),
+        (" true ", False),
+        ("", False),
+        ([], False),
+        ({}, False),
+    ],
+)
+def test_stream_is_decided_as_vllm_reads_it(value, streamed):
+    """vLLM declares ``stream: bool | None`` on pydantic models in lax mode; the worker must
+    stream exactly when vLLM will (buffering a stream fails the job with "not JSON")."""
+    request = to_request(
+        {
+            "openai_route": "/v1/chat/completions",
+            "openai_input": {"messages": MSGS, "stream": value},
+        },
+        MODEL,
+    )
+    assert request.stream is streamed
+    assert request.body["stream"] == value  # sent unchanged: vLLM judges the body
+
+
+def test_an_input_with_300000_keys_gets_a_bounded_answer():
+    job_input = {f"key-{i:06d}-" + "x" * 200: i for i in range(300_000)}
+    with pytest.raises(BadInput) as info:
+        to_request(job_input, MODEL)
+    message = str(info.value)
+    assert len(message) < 3000
+    assert "and 299980 more" in message
+    with pytest.raises(BadInput) as info:
+        to_request({"prompt": "x", **job_input}, MODEL)
+    assert len(str(info.value)) < 3000
