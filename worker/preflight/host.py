@@ -9,6 +9,8 @@ Here the same registered checks run first, each under a timeout, and a failure i
 returned; the SDK's registry is then emptied, so its start finds nothing left to run.
 The checks honour the SDK's own knobs (RUNPOD_MIN_MEMORY_GB, RUNPOD_MIN_DISK_PERCENT,
 RUNPOD_SKIP_AUTO_SYSTEM_CHECKS, RUNPOD_SKIP_GPU_CHECK, ...).
+
+Imports only the standard library and runpod (scripts/gpu_inventory.py loads it alone).
 """
 
 from __future__ import annotations
@@ -18,14 +20,12 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from diagnostics import Category
-
 
 @dataclass(frozen=True)
 class HostFailure:
     check: str
     error: str
-    category: Category
+    category: str  # a diagnostics Category value: network, cuda_fault or other
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,13 @@ class HostReport:
     timed_out: list[str]
 
 
-def _category(name: str) -> Category:
+def _category(name: str) -> str:
     lowered = name.lower()
     if "network" in lowered:
-        return Category.NETWORK
+        return "network"
     if any(word in lowered for word in ("gpu", "cuda", "benchmark")):
-        return Category.CUDA_FAULT
-    return Category.OTHER
+        return "cuda_fault"
+    return "other"
 
 
 def take_sdk_checks() -> list[Callable]:

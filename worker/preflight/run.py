@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from diagnostics import Diagnosis, RulePack
+from diagnostics import Category, Diagnosis, RulePack
 from worker.gpus import GIB, Inventory, read_inventory
 from worker.preflight import checks, disk, fit, host, hub, local
 from worker.preflight.checks import Registry
@@ -176,7 +176,7 @@ def run_preflight(
         if report.failure is not None:
             f = report.failure
             steps.note("host", "failed", f"{f.check}: {f.error}")
-            return result(host_fault(f.check, f.error, f.category))
+            return result(host_fault(f.check, f.error, Category(f.category)))
         steps.note(
             "host",
             "ok",
