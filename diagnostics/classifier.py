@@ -15,17 +15,29 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from diagnostics.model import Category, Diagnosis, Evidence, State, failed_state
-from diagnostics.normalize import clean_raw, normalize
+from diagnostics.normalize import clean_raw, normalize, wrapped_at_width
 from diagnostics.redact import Redactor, redact
 from diagnostics.rules import PHASES, Rule, RulePack, load_pack, template_fields
 
 MAX_STORED_LINE = 4096
 _CONTINUATION_LINES = 2
+_MAX_WRAPPED_PARTS = 4  # a message hard-wrapped over more lines is not joined further
 
 
 @lru_cache(maxsize=1)
 def default_pack() -> RulePack:
     return load_pack()
+
+
+@dataclass(frozen=True)
+class _Wrapped:
+    """Lines cut at a terminal's width, joined: the message may continue on the next line."""
+
+    last: int  # line number of the last part
+    first: int  # line number of the first part (the evidence)
+    clean: str  # the joined raw lines (for evidence)
+    text: str  # the first part normalised, the rest appended as printed
+    parts: int
 
 
 @dataclass
@@ -55,6 +67,7 @@ class Classifier:
         self._stopping = False
         self._ids: list[int] = []
         self._traceback: int | None = None  # line of a traceback start after the last ready
+        self._wrapped: _Wrapped | None = None
 
     def feed(self, raw: str, lineno: int | None = None) -> State | None:
         """Take one raw line; return the new phase when this line changed it."""
@@ -63,6 +76,17 @@ class Classifier:
         self.recent.append((self.lines, line[:MAX_STORED_LINE]))
         if self._collecting is not None:
             self._collect(line)
+        wrapped, self._wrapped = self._wrapped, None
+        if wrapped is not None and wrapped.last != self.lines - 1:
+            wrapped = None
+        changed = self._match(line)
+        if wrapped is not None:
+            self._match_wrapped(wrapped, line)
+        if wrapped_at_width(line):
+            self._wrapped = self._carry(wrapped, line)
+        return changed
+
+    def _match(self, line: str) -> State | None:
         # Fast path: a pattern that matches the normalised text also matches the raw
         # line (normalising only strips prefixes), unless colour codes or carriage
         # returns sit inside it. Most lines hit nothing and end here.
@@ -90,6 +114,32 @@ class Classifier:
             elif pattern.kind == "rule" and pattern.regex.search(text):
                 self._consider(self.pack.rules[pattern.owner], clean, text)
         return changed
+
+    def _carry(self, wrapped: _Wrapped | None, line: str) -> _Wrapped:
+        """This line looks cut at a terminal's width: keep it for joining with the next."""
+        clean = clean_raw(line)
+        if wrapped is not None and wrapped.parts < _MAX_WRAPPED_PARTS:
+            return _Wrapped(
+                self.lines,
+                wrapped.first,
+                wrapped.clean + clean,
+                wrapped.text + clean,
+                wrapped.parts + 1,
+            )
+        return _Wrapped(self.lines, self.lines, clean, normalize(line), 1)
+
+    def _match_wrapped(self, wrapped: _Wrapped, line: str) -> None:
+        """Match a message hard-wrapped at a terminal's width, its parts joined. The
+        continuation is appended as printed: a terminal cuts mid-word and mid-number."""
+        continuation = clean_raw(line)
+        clean, text = wrapped.clean + continuation, wrapped.text + continuation
+        patterns = self.pack.patterns
+        for index in sorted(self._scan(text)):
+            pattern = patterns[index]
+            if pattern.kind == "frame":
+                self._frames.add(pattern.owner)
+            elif pattern.kind == "rule" and pattern.regex.search(text):
+                self._consider(self.pack.rules[pattern.owner], clean, text, wrapped.first)
 
     def _collect(self, line: str) -> None:
         """Keep up to two continuation lines after the evidence (terminal wraps)."""
@@ -173,7 +223,7 @@ class Classifier:
         self.phase = state
         return state
 
-    def _consider(self, rule: Rule, clean: str, text: str) -> None:
+    def _consider(self, rule: Rule, clean: str, text: str, line: int | None = None) -> None:
         if self._stopping and rule.generic:
             return
         if rule.traceback_through and rule.priority not in self._frames:
@@ -183,7 +233,7 @@ class Classifier:
         if self._best is not None and self._best.rule.priority <= rule.priority:
             return
         self._best = self._collecting = _Hit(
-            rule, self.lines, clean[:MAX_STORED_LINE], text[:MAX_STORED_LINE]
+            rule, line or self.lines, clean[:MAX_STORED_LINE], text[:MAX_STORED_LINE]
         )
 
     def _captures(self, hit: _Hit) -> dict[str, str]:

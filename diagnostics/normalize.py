@@ -3,16 +3,25 @@
 Strips what wraps vLLM's message without being part of it: ANSI colour codes,
 container and log-shipper gutters (docker compose, journald, kubectl, CloudWatch,
 Buildkite, Modal, RunPod's console), timestamps, vLLM process prefixes such as
-``(EngineCore_DP0 pid=12)`` or ``[rank0]:``, and vLLM's own
-``LEVEL MM-DD HH:MM:SS [file.py:N]`` header. The raw line is kept by the caller for
-evidence; this module only computes the text the rules see.
+``(EngineCore_DP0 pid=12)``, ``(VllmWorker rank=1 pid=9)``, ``(RayWorkerWrapper pid=3)``
+or ``[rank0]:``, vLLM's own ``LEVEL MM-DD HH:MM:SS [file.py:N]`` header, and what a
+paste adds: ``> `` quote markers, leading line numbers (``12 | ``, ``12: ``, ``12<TAB>``)
+and Windows line ends. Lines hard-wrapped at a terminal's width are joined by the
+classifier (:func:`wrapped_at_width` tells which lines look cut). The raw line is kept
+by the caller for evidence; this module only computes the text the rules see.
 """
 
 from __future__ import annotations
 
 import re
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|(?<![\w\]])\[[0-9;]{1,12}m")
+# CSI sequences (colours, cursor moves) and OSC sequences (titles, links), which end at
+# BEL or ST; an OSC without an end stops at the next ESC, so every character is read a
+# bounded number of times (an unterminated "ESC ]" once scanned to the end of the line
+# for every occurrence: quadratic). The last form: colour codes whose ESC was lost in a
+# copy ("[0;36m"), checked only where no ESC is present.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b")
+_LOST_ESC = re.compile(r"(?<![\w\]])\[[0-9;]{1,12}m")
 
 # Each prefix is stripped from the start of the line, repeatedly, in any order.
 _PREFIXES = re.compile(
@@ -28,6 +37,9 @@ _PREFIXES = re.compile(
     | [\w.\-]{1,64}(?:-\d+)?\s+\|\s                                 # docker compose service |
     | \((?:[\w:.\-]+(?:\ [\w=.:\-]+)*\ )?pid=\d+(?:,\ ip=[\w.:\-]+)?\)\s*  # (EngineCore_DP0 pid=1)
     | \[rank\d+\]:\s*                                               # torch distributed
+    | \[pod/[\w.\-]+/[\w.\-]+\]\s                                     # kubectl logs --prefix
+    | (?:>[ \t]?)+                                                  # quoted in a reply ("> ")
+    | \s{0,6}\d{1,6}(?:[ \t]*[|\u2502][ \t]?|:[ \t]|\t)                 # pasted line numbers
     # vLLM's own header: LEVEL MM-DD HH:MM:SS [file.py:N] (V0: without the "[")
     | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+
       \[?[\w.\-]+\.py:\d+\]\s?
@@ -41,7 +53,11 @@ _MAX_PREFIXES = 8
 
 
 def strip_ansi(line: str) -> str:
-    return _ANSI.sub("", line)
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if "m" in line and "[" in line:
+        line = _LOST_ESC.sub("", line)
+    return line
 
 
 def clean_raw(line: str) -> str:
@@ -61,3 +77,16 @@ def normalize(line: str) -> str:
             break
         text = text[match.end() :]
     return text.rstrip()
+
+
+# Terminal widths at which pasted output is commonly hard-wrapped.
+WRAP_WIDTHS = frozenset({80, 100, 120, 160})
+
+
+def wrapped_at_width(line: str) -> bool:
+    """Whether a raw line looks cut by a terminal: exactly a common width, no trailing
+    space (a terminal wrap cuts mid-text)."""
+    if len(line) < 80:
+        return False
+    clean = clean_raw(line)
+    return len(clean) in WRAP_WIDTHS and not clean.endswith(" ")
