@@ -29,6 +29,8 @@ from worker import logs
 from worker.errors import ConfigError
 from worker.gate import JobGate
 from worker.handler import make_handler
+from worker.lb import serve as lb
+from worker.lb.mode import Mode, read_endpoint
 from worker.machine import WorkerState
 from worker.proxy import VllmProxy
 from worker.settings import Settings, fallback_settings, load_settings
@@ -43,11 +45,9 @@ def main() -> int:
     env = dict(os.environ)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: dump stacks
     logs.configure(env, Redactor(secrets_of(env)))
-    # The SDK logs every job's output at DEBUG; keep its log to what operators need.
-    os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
-    from worker import intake  # imports runpod (~1.5 s): while vLLM starts, not after ready
-
     settings, config_error = _settings(env)
+    endpoint, endpoint_error = read_endpoint(env)
+    config_error = config_error or endpoint_error
     try:
         pack = load_pack(settings.rules_path)
     except RulePackError as exc:
@@ -75,6 +75,11 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     supervisor.start()
+    if endpoint.mode is Mode.LB:  # a load-balancing endpoint: serve HTTP, no job queue
+        return lb.run(supervisor, settings, endpoint, interrupted)
+    # The SDK logs every job's output at DEBUG; keep its log to what operators need.
+    os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
+    from worker import intake  # imports runpod (~1.5 s): while vLLM starts, not after ready
     grace = settings.shutdown_grace_s + 5
 
     def proxy_factory() -> VllmProxy:

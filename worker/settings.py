@@ -25,6 +25,7 @@ from worker import flags as flagmod
 from worker import parsers as p
 from worker.baked import DEFAULT_MANIFEST, read_baked_model, with_baked_model
 from worker.errors import ConfigError
+from worker.lb import parsers as lbp
 
 
 class Setting(NamedTuple):
@@ -80,6 +81,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RUNPOD_WEBHOOK_GET_JOB", "", p.flag,
             "Set by RunPod: the job queue's URL. Without it the worker runs the SDK's local "
             "modes (--rp_serve_api, --test_input).", "job_queue"),
+    Setting("WORKER_MODE", "auto", lbp.worker_mode,
+            "queue: take jobs from RunPod's queue; lb: serve a load-balancing endpoint over "
+            "HTTP on PORT; auto: lb when PORT or PORT_HEALTH is set and "
+            "RUNPOD_WEBHOOK_GET_JOB is not, else queue.", None),
+    Setting("PORT", "80", p.port,
+            "Load-balancing mode: the port requests arrive on (all interfaces).", None),
+    Setting("PORT_HEALTH", "", lbp.optional_port,
+            "Load-balancing mode: the port of the health check; empty: PORT.", None),
+    Setting("HEALTH_CHECK_PATH", "/ping", lbp.url_path,
+            "Load-balancing mode: the health check's path.", None),
 )
 # fmt: on
 
