@@ -11,7 +11,9 @@ from worker.flags import (
     ALIASES,
     PASSTHROUGH_ENV,
     REMOVED_FLAGS,
+    SERVER_OWNED,
     build_args,
+    env_name,
     load_flags,
     model_arg,
     served_name_arg,
@@ -322,7 +324,9 @@ def test_model_given_twice_warns() -> None:
 
 def test_reserved_names_do_not_collide_with_flags() -> None:
     flags = load_flags()
-    assert not (WORKER_ENV | set(ALIASES)) & set(flags.by_env)
+    # Flags the worker sets itself may share a worker variable's name (PORT and --port).
+    owned = {env_name(flag) for flag in SERVER_OWNED}
+    assert not ((WORKER_ENV | set(ALIASES)) & set(flags.by_env)) - owned
     assert set(flags.by_env) >= PASSTHROUGH_ENV  # else the entry is stale
     for flag in ALIASES.values():
         assert flag in flags.by_flag
