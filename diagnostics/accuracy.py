@@ -8,12 +8,14 @@ Used by tests, by ``scripts/corpus_accuracy.py`` and for docs.
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from diagnostics.model import Diagnosis
+from diagnostics.normalize import strip_ansi
 from diagnostics.rules import RulePack
 from diagnostics.scan import classify_stream
 
@@ -66,3 +68,46 @@ def summary(results: list[Scored]) -> dict[str, tuple[int, int]]:
         total[r.label] += 1
         right[r.label] += r.right
     return {label: (right[label], total[label]) for label in sorted(total)}
+
+
+# Held-out-style variants of a labelled log: the shapes pastes take. Each keeps the
+# labelled root-cause line, so the verdict should not change.
+VARIANTS = ("window", "cut", "wrap80", "wrap120", "crlf", "quoted")
+
+
+def variant(lines: list[str], cause_at: int, kind: str) -> list[str]:
+    """``lines`` shaped as ``kind``; ``cause_at`` is the index of the root-cause line."""
+    if kind == "window":  # an elided paste: a few lines around the cause
+        return lines[max(0, cause_at - 5) : cause_at + 10]
+    if kind == "cut":  # the paste stops right after the cause
+        return lines[: cause_at + 1]
+    if kind.startswith("wrap"):  # cut at a terminal's width, counted on what it shows
+        width = int(kind[4:])
+        shown = [strip_ansi(line).rstrip("\r") for line in lines]
+        return [line[i : i + width] for line in shown for i in range(0, len(line) or 1, width)]
+    if kind == "crlf":
+        return [line + "\r" for line in lines]
+    if kind == "quoted":
+        return [f"> {line}" for line in lines]
+    raise ValueError(kind)
+
+
+def score_variants(root: Path, pack: RulePack) -> list[tuple[str, str, bool]]:
+    """(file, variant, right) for every failure log whose root-cause line is found."""
+    results = []
+    for entry in load_manifest(root):
+        if entry["category"] == "ok" or not entry.get("root_cause_line"):
+            continue
+        raw = (root / entry["file"]).read_bytes().decode("utf-8", "replace")
+        lines = raw.split("\n")
+        try:
+            cause_at = lines.index(entry["root_cause_line"])
+        except ValueError:
+            continue
+        permanent = entry.get("permanent")
+        for kind in VARIANTS:
+            data = "\n".join(variant(lines, cause_at, kind)).encode("utf-8")
+            diagnosis = classify_stream(io.BytesIO(data), pack)
+            scored = Scored(entry["file"], entry["category"], diagnosis, permanent)
+            results.append((entry["file"], kind, scored.right))
+    return results

@@ -15,11 +15,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from diagnostics.model import Category, Diagnosis, Evidence, State, failed_state
-from diagnostics.normalize import clean_raw, normalize, wrapped_at_width
-from diagnostics.redact import Redactor, redact
+from diagnostics.normalize import clean_raw, normalize, unwrapped_part, wrapped_at_width
+from diagnostics.redact import Redactor, redact, truncate
 from diagnostics.rules import PHASES, Rule, RulePack, load_pack, template_fields
 
 MAX_STORED_LINE = 4096
+
+
+def _stored(line: str) -> str:
+    """A line as kept for evidence and the tail: cut where no secret splits (a cut
+    secret would no longer be recognised by the redactor)."""
+    return line if len(line) <= MAX_STORED_LINE else truncate(line, MAX_STORED_LINE)
+
+
 _CONTINUATION_LINES = 2
 _MAX_WRAPPED_PARTS = 4  # a message hard-wrapped over more lines is not joined further
 
@@ -73,7 +81,7 @@ class Classifier:
         """Take one raw line; return the new phase when this line changed it."""
         self.lines = lineno if lineno is not None else self.lines + 1
         line = raw.rstrip("\r\n")
-        self.recent.append((self.lines, line[:MAX_STORED_LINE]))
+        self.recent.append((self.lines, _stored(line)))
         if self._collecting is not None:
             self._collect(line)
         wrapped, self._wrapped = self._wrapped, None
@@ -117,22 +125,24 @@ class Classifier:
 
     def _carry(self, wrapped: _Wrapped | None, line: str) -> _Wrapped:
         """This line looks cut at a terminal's width: keep it for joining with the next."""
-        clean = clean_raw(line)
+        part = unwrapped_part(line)
         if wrapped is not None and wrapped.parts < _MAX_WRAPPED_PARTS:
             return _Wrapped(
                 self.lines,
                 wrapped.first,
-                wrapped.clean + clean,
-                wrapped.text + clean,
+                wrapped.clean + part,
+                wrapped.text + part,
                 wrapped.parts + 1,
             )
-        return _Wrapped(self.lines, self.lines, clean, normalize(line), 1)
+        # The message without its prefixes, and the spaces the cut fell after.
+        trailing = part[len(part.rstrip()) :]
+        return _Wrapped(self.lines, self.lines, part, normalize(line) + trailing, 1)
 
     def _match_wrapped(self, wrapped: _Wrapped, line: str) -> None:
         """Match a message hard-wrapped at a terminal's width, its parts joined. The
         continuation is appended as printed: a terminal cuts mid-word and mid-number."""
         continuation = clean_raw(line)
-        clean, text = wrapped.clean + continuation, wrapped.text + continuation
+        clean, text = (wrapped.clean + continuation).rstrip(), wrapped.text + continuation
         patterns = self.pack.patterns
         for index in sorted(self._scan(text)):
             pattern = patterns[index]
@@ -146,7 +156,7 @@ class Classifier:
         assert self._collecting is not None
         text = normalize(line)
         if line == text and len(self._collecting.following) < _CONTINUATION_LINES:
-            self._collecting.following.append(text[:MAX_STORED_LINE])
+            self._collecting.following.append(_stored(text))
         else:
             self._collecting = None
 
@@ -233,7 +243,7 @@ class Classifier:
         if self._best is not None and self._best.rule.priority <= rule.priority:
             return
         self._best = self._collecting = _Hit(
-            rule, line or self.lines, clean[:MAX_STORED_LINE], text[:MAX_STORED_LINE]
+            rule, line or self.lines, _stored(clean), _stored(text)
         )
 
     def _captures(self, hit: _Hit) -> dict[str, str]:

@@ -84,9 +84,25 @@ WRAP_WIDTHS = frozenset({80, 100, 120, 160})
 
 
 def wrapped_at_width(line: str) -> bool:
-    """Whether a raw line looks cut by a terminal: exactly a common width, no trailing
-    space (a terminal wrap cuts mid-text)."""
+    """Whether a raw line looks cut by a terminal: exactly a common width (trailing
+    spaces count: a cut can fall right after one)."""
     if len(line) < 80:
         return False
-    clean = clean_raw(line)
-    return len(clean) in WRAP_WIDTHS and not clean.endswith(" ")
+    return len(unwrapped_part(line)) in WRAP_WIDTHS
+
+
+def unwrapped_part(line: str) -> str:
+    """A raw line as printed, for joining with the rest of a wrapped message: no line
+    end or colour codes, but its trailing spaces kept."""
+    return strip_ansi(line.rstrip("\r\n")).replace("\r", " ")
+
+
+def wrapped_line_starts(block: bytes) -> list[int]:
+    """Offsets of the lines of ``block`` that look cut at a terminal's width (by byte
+    length; lines with colour codes are judged by the classifier on their text)."""
+    starts, pos = [], 0
+    for line in block.split(b"\n"):
+        if len(line) >= 80 and len(line.rstrip(b"\r")) in WRAP_WIDTHS:
+            starts.append(pos)
+        pos += len(line) + 1
+    return starts

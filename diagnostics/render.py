@@ -13,6 +13,7 @@ _VERDICT = {
     "starting": "STARTING (no failure and no progress marker seen)",
     "downloading": "DOWNLOADING (still fetching the model; no failure seen)",
     "loading": "LOADING (still loading the model; no failure seen)",
+    "stopped": "STOPPED (the worker stopped vLLM on request)",
 }
 
 

@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 from diagnostics.classifier import Classifier
 from diagnostics.model import Diagnosis
+from diagnostics.normalize import wrapped_line_starts
 from diagnostics.rules import RulePack
 from diagnostics.streams import Piece, blocks, decoded, reversed_lines
 
@@ -141,4 +142,6 @@ def _hit_line_starts(block: bytes, pack: RulePack) -> list[int]:
         if nxt < 0:
             break
         found = _ALWAYS_PASSED.search(block, nxt)
+    # A message hard-wrapped at a terminal's width may match only once joined.
+    starts += wrapped_line_starts(block)
     return sorted(set(starts))

@@ -1,6 +1,10 @@
 """Print the classifier's accuracy on a labelled corpus, per category, and each miss.
 
-Usage: python scripts/corpus_accuracy.py [CORPUS_DIR ...]   (default: the fixtures)
+Usage: python scripts/corpus_accuracy.py [--variants] [CORPUS_DIR ...]   (default: the fixtures)
+
+``--variants`` also scores held-out-style variants of every failure log (an elided window
+around the root cause, a paste cut right after it, hard-wrapped at 80 and 120 columns,
+Windows line ends, quoted with "> ").
 
 Right means the category and the state (permanent or transient, where the manifest
 says) agree with the label.
@@ -11,14 +15,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from diagnostics.accuracy import score, summary
+from diagnostics.accuracy import VARIANTS, score, score_variants, summary
 from diagnostics.rules import load_pack
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str]) -> int:
-    roots = [Path(a) for a in argv] or [
+    with_variants = "--variants" in argv
+    roots = [Path(a) for a in argv if a != "--variants"] or [
         ROOT / "fixtures" / "corpus",
         ROOT / "fixtures" / "vllm-0.32",
     ]
@@ -48,6 +53,14 @@ def main(argv: list[str]) -> int:
                 )
             if r.transient_called_permanent:
                 print(f"  TRANSIENT CALLED PERMANENT: {r.file}")
+        if with_variants:
+            shaped = score_variants(root, pack)
+            for kind in VARIANTS:
+                of_kind = [ok for _, k, ok in shaped if k == kind]
+                print(f"  variant {kind:8} {sum(of_kind)}/{len(of_kind)} right")
+            for file, kind, ok in shaped:
+                if not ok:
+                    print(f"  VARIANT MISS {kind} {file}")
     return 0
 
 

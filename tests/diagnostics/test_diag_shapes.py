@@ -58,7 +58,7 @@ def test_only_lines_at_a_terminal_width_look_wrapped():
     assert wrapped_at_width("x" * 80) and wrapped_at_width("x" * 120)
     assert not wrapped_at_width("x" * 79)
     assert not wrapped_at_width("x" * 81)
-    assert not wrapped_at_width("x" * 79 + " ")
+    assert wrapped_at_width("x" * 79 + " ")
 
 
 @pytest.mark.parametrize(
@@ -221,3 +221,17 @@ def test_elided_pastes_keep_their_verdict(keep):
     assert diagnosis.failed
     if any("Free memory" in line for line in tail):
         assert diagnosis.rule == "gpu-free-memory-below-utilization"
+
+
+def test_a_wrapped_message_whose_parts_match_nothing_alone():
+    line = (
+        "(VllmWorker-0 pid=11040) ERROR 11-29 18:39:51 [multiproc_executor.py:953] ValueE"
+        "rror: Available memory on node 0 (7.48/10.21 GiB) on startup is less than desired CPU "
+        "memory utilization (0.9, 9.19 GiB). Decrease memory utilization."
+    )
+    lines = ["INFO 11-29 18:39:50 [x.py:1] starting", *_wrap(line, 80), "Killed"]
+    rule = PACK.by_id("host-memory-exhausted")
+    assert not any(rx.search(normalize(part)) for rx in rule.patterns for part in lines)
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.rule == "host-memory-exhausted"
+        assert diagnosis.evidence.line == 2
