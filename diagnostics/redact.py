@@ -132,42 +132,47 @@ class Redactor:
 
 redact = Redactor()
 
-_WHITESPACE = " \t\n\r\f\v"
+# A secret never spans these (a token, a password in a URL or after a key has none).
+_BREAKS = " \t\n\r\f\v\"',;()[]{}<>|`"
 _OPEN_KEY_WINDOW = 512
 
 
 def safe_cut(text: str, limit: int, max_backoff: int | None = None) -> int:
     """An index ``<= limit`` to cut ``text`` at so that no secret is split.
 
-    Backs off to the whitespace before the word the cut would split, and further when
-    what is kept ends in a key still waiting for its value (``Authorization: Bearer``,
-    ``--hf-token``). With ``max_backoff`` (for a cut whose rest is kept, like a pipe's),
-    gives up after that many characters and cuts at ``limit``; without it (the rest is
-    dropped) it may back off to 0.
+    Backs off to the start of the word the cut would split (a word: no whitespace,
+    quote, bracket, comma or semicolon), and further when what is kept ends in a key
+    still waiting for its value (``Authorization: Bearer``, ``--hf-token``, ``"token":``).
+    With ``max_backoff`` (a cut whose rest is kept, like a pipe's), gives up after that
+    many characters and cuts at ``limit``; without it (the rest is dropped) it may back
+    off to 0.
     """
     if len(text) <= limit:
         return len(text)
     floor = 0 if max_backoff is None else max(0, limit - max_backoff)
     cut = limit
     for _ in range(8):
-        if not _inside_word(text, cut):
-            start = cut
-        else:
-            start = max((text.rfind(c, floor, cut) for c in _WHITESPACE), default=-1) + 1
-            if start <= floor and floor > 0:
-                return limit  # one unbroken word longer than max_backoff
+        start = _word_start(text, cut, floor)
+        if start is None:
+            return limit  # one unbroken word longer than max_backoff
         window = text[max(floor, start - _OPEN_KEY_WINDOW) : start]
         opened = _OPEN_KEY.search(window)
         if opened is None or opened.start() == opened.end():
             return start
         cut = start - (len(window) - opened.start())
         if cut <= floor:
-            return floor if floor == 0 else limit
+            return 0 if floor == 0 else limit
     return cut
 
 
-def _inside_word(text: str, cut: int) -> bool:
-    return 0 < cut < len(text) and text[cut - 1] not in _WHITESPACE and text[cut] not in _WHITESPACE
+def _word_start(text: str, cut: int, floor: int) -> int | None:
+    """``cut`` when it falls between words, else where the word around it starts."""
+    if cut <= 0 or text[cut - 1] in _BREAKS or text[cut] in _BREAKS:
+        return cut
+    start = max(text.rfind(c, floor, cut) for c in _BREAKS) + 1
+    if start == 0 and floor == 0:
+        return 0
+    return start if start > floor else None
 
 
 def truncate(text: str, limit: int) -> str:

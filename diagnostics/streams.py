@@ -182,9 +182,10 @@ class LineSplitter:
         lines = (self._buffer + chunk).split(b"\n")
         out: list[bytes] = []
         for line in lines[:-1]:
-            pieces, rest = cut_pieces(line)
-            out += pieces
-            out.append(rest + b"\n")
+            if len(line) > MAX_LINE:
+                pieces, line = cut_pieces(line)
+                out += pieces
+            out.append(line + b"\n")
         pieces, self._buffer = cut_pieces(lines[-1])
         out += pieces
         return out
