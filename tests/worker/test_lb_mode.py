@@ -54,6 +54,8 @@ def test_ports_and_health_path_default_as_documented():
         ({"PORT": "80", "PORT_HEALTH": "0"}, "PORT_HEALTH"),
         ({"PORT": "80", "HEALTH_CHECK_PATH": "ping"}, "HEALTH_CHECK_PATH"),
         ({"PORT": "80", "HEALTH_CHECK_PATH": "/ping?x=1"}, "HEALTH_CHECK_PATH"),
+        ({"PORT": "8000"}, "PORT"),  # VLLM_PORT's default: vLLM could not listen
+        ({"PORT": "80", "PORT_HEALTH": "9000", "VLLM_PORT": "9000"}, "PORT_HEALTH"),
     ],
 )
 def test_a_bad_value_is_reported_and_its_default_used(env, var):

@@ -56,4 +56,12 @@ def read_endpoint(env: Mapping[str, str]) -> tuple[Endpoint, ConfigError | None]
     mode = select_mode(value("WORKER_MODE"), env)
     port = value("PORT")
     health_port = value("PORT_HEALTH") or port
+    if mode is Mode.LB and error is None:
+        vllm_port = value("VLLM_PORT")
+        for name, public in (("PORT", port), ("PORT_HEALTH", health_port)):
+            if public == vllm_port and error is None:
+                error = ConfigError(
+                    name,
+                    f"{public} is VLLM_PORT too, where vLLM listens: give one of them another port",
+                )
     return Endpoint(mode, port, health_port, value("HEALTH_CHECK_PATH")), error
