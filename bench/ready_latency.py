@@ -111,12 +111,12 @@ class ExitWatch:
         self._thread.start()
 
     def _run(self) -> None:
-        while self._supervisor._proc is None:  # set by the supervisor once spawned
+        while self._supervisor.process.pid is None:  # set by the supervisor once spawned
             if self._supervisor.settled.is_set():
                 return
             time.sleep(0.001)
         try:
-            fd = os.pidfd_open(self._supervisor._proc.pid)
+            fd = os.pidfd_open(self._supervisor.process.pid)
         except ProcessLookupError:
             return
         try:

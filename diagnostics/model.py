@@ -7,7 +7,9 @@ from dataclasses import asdict, dataclass
 
 
 class State(enum.StrEnum):
-    """How far a vLLM start got, as read from its output."""
+    """How far a vLLM start got, as read from its output; also the worker's lifecycle
+    states (``worker.machine``), which add ``stopped`` (a requested stop, never read from
+    output)."""
 
     STARTING = "starting"
     DOWNLOADING = "downloading"
@@ -15,6 +17,7 @@ class State(enum.StrEnum):
     READY = "ready"
     FAILED_PERMANENT = "failed-permanent"
     FAILED_TRANSIENT = "failed-transient"
+    STOPPED = "stopped"
 
 
 class Category(enum.StrEnum):

@@ -1,19 +1,37 @@
 """Time spent in each phase of a cold start, for the summary event. Pure: the caller
-passes the clock readings and the output lines."""
+passes the clock readings and the output lines.
+
+vLLM's own timings (torch.compile, graph capture, weight download) are read with the
+rule pack's phase markers that capture them: a marker with a named group
+``compile_s``, ``capture_s`` or ``download_s`` (``rules/00-phases.yaml``). The pack is
+the one place that knows vLLM's wording.
+"""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-_COMPILE = re.compile(r"torch\.compile took (?P<s>[\d.]+) ?s")
-_CAPTURE = re.compile(r"Graph capturing finished in (?P<s>[\d.]+) secs")
-_DOWNLOAD = re.compile(r"Time spent downloading weights for .*?: (?P<s>[\d.]+) seconds")
+from diagnostics import RulePack
+from diagnostics.matching import Regex
+
+TIMINGS = frozenset({"compile_s", "capture_s", "download_s"})
+
+
+def timing_markers(pack: RulePack) -> tuple[Regex, ...]:
+    """The pack's phase markers that capture one of vLLM's own timings."""
+    return tuple(
+        regex
+        for phase in pack.phases
+        for regex in phase.patterns
+        if TIMINGS & set(regex.groupindex)
+    )
 
 
 @dataclass
 class ColdStartClock:
     started: float
+    markers: Sequence[Regex] = ()
     phase: str = "starting"
     entered: float = 0.0
     spent: dict[str, float] = field(default_factory=dict)
@@ -31,13 +49,21 @@ class ColdStartClock:
         return spent
 
     def line(self, text: str) -> None:
-        for pattern in (_COMPILE, _CAPTURE):
-            match = pattern.search(text)
-            if match:
-                self.compile_s += float(match["s"])
-        match = _DOWNLOAD.search(text)
-        if match:
-            self.reported_download_s = float(match["s"])
+        for marker in self.markers:
+            match = marker.search(text)
+            if match is None:
+                continue
+            for name, value in match.groupdict().items():
+                if value is None or name not in TIMINGS:
+                    continue
+                try:
+                    seconds = float(value)
+                except ValueError:
+                    continue
+                if name == "download_s":
+                    self.reported_download_s = seconds
+                else:
+                    self.compile_s += seconds
 
     def summary(self, now: float) -> dict[str, float]:
         spent = dict(self.spent)

@@ -14,25 +14,15 @@ The model calls an injected ``Effects`` object for everything outside itself
 
 from __future__ import annotations
 
-import enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from transitions import Machine
+from transitions import EventData, Machine
 
-from diagnostics import Diagnosis
+from diagnostics import Diagnosis, State
 
-
-class WorkerState(enum.Enum):
-    STARTING = "starting"
-    DOWNLOADING = "downloading"
-    LOADING = "loading"
-    READY = "ready"
-    FAILED_PERMANENT = "failed-permanent"
-    FAILED_TRANSIENT = "failed-transient"
-    STOPPED = "stopped"
-
-
-S = WorkerState
+# The worker's states are diagnostics.State: the classifier's phases plus ``stopped``.
+WorkerState = State
+S = State
 _STARTING = [S.STARTING, S.DOWNLOADING, S.LOADING]
 SETTLED = frozenset({S.READY, S.FAILED_PERMANENT, S.FAILED_TRANSIENT, S.STOPPED})
 
@@ -49,9 +39,9 @@ TRANSITIONS = [
 class Effects(Protocol):
     """What the lifecycle does to the world when it changes state."""
 
-    def state_changed(self, source: WorkerState, dest: WorkerState) -> None: ...
+    def state_changed(self, source: State, dest: State) -> None: ...
 
-    def failed(self, diagnosis: Diagnosis) -> None: ...
+    def failed(self, state: State, diagnosis: Diagnosis) -> None: ...
 
     def ready(self) -> None: ...
 
@@ -59,14 +49,22 @@ class Effects(Protocol):
 class Lifecycle:
     """The model the machine drives. ``state`` is the only lifecycle flag there is."""
 
-    state: WorkerState
+    state: State
+    if TYPE_CHECKING:  # added by transitions.Machine, one method per trigger
+
+        def download_started(self) -> bool: ...
+        def loading_started(self) -> bool: ...
+        def became_ready(self) -> bool: ...
+        def failed_permanently(self) -> bool: ...
+        def failed_transiently(self) -> bool: ...
+        def stop(self) -> bool: ...
 
     def __init__(self, effects: Effects):
         self.effects = effects
         self.diagnosis: Diagnosis | None = None
         self.machine = Machine(
             model=self,
-            states=WorkerState,
+            states=State,
             transitions=TRANSITIONS,
             initial=S.STARTING,
             auto_transitions=False,
@@ -76,9 +74,10 @@ class Lifecycle:
         )
 
     def fail(self, diagnosis: Diagnosis) -> None:
-        """Enter the failed state the diagnosis calls for."""
+        """Enter the failed state the diagnosis calls for (failed-transient after ready:
+        a worker that served once is restarted, whatever the cause)."""
         self.diagnosis = diagnosis
-        if diagnosis.permanent:
+        if diagnosis.permanent and self.state is not S.READY:
             self.failed_permanently()
         else:
             self.failed_transiently()
@@ -87,14 +86,15 @@ class Lifecycle:
     def settled(self) -> bool:
         return self.state in SETTLED
 
-    def _after_change(self, event) -> None:
-        source = event.transition.source
-        self.effects.state_changed(S[source] if isinstance(source, str) else source, self.state)
+    def _after_change(self, event: EventData) -> None:
+        name = event.transition.source if event.transition else self.state.name
+        source = name if isinstance(name, S) else S[name]  # transitions passes the name
+        self.effects.state_changed(source, self.state)
         if self.state is S.READY:
             self.effects.ready()
         elif self.state in (S.FAILED_PERMANENT, S.FAILED_TRANSIENT):
             assert self.diagnosis is not None
-            self.effects.failed(self.diagnosis)
+            self.effects.failed(self.state, self.diagnosis)
 
 
 def mermaid() -> str:

@@ -100,18 +100,15 @@ def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
     model = build_tiny_model(tmp_path / "model")
     env = worker_env(tmp_path, MODEL_NAME=str(model), VLLM_STALL_TIMEOUT="30")
     supervisor = Supervisor(load_settings(env), load_pack(), env, passthrough=io.BytesIO())
-    inner = supervisor.state_changed
 
-    def state_changed(source, dest):
-        inner(source, dest)
-        if dest is WorkerState.LOADING:
-            os.killpg(supervisor._proc.pid, signal.SIGSTOP)
+    def stop_when_loading(state: WorkerState) -> None:
+        if state is WorkerState.LOADING:
+            os.killpg(supervisor.process.pid, signal.SIGSTOP)
 
-    supervisor.state_changed = state_changed
-    supervisor.lifecycle.effects = supervisor
+    supervisor.effects.observers.append(stop_when_loading)
     supervisor.run_in_thread()
     assert supervisor.settled.wait(300)
-    pgid = supervisor._proc.pid
+    pgid = supervisor.process.pid
     assert supervisor.wait_stopped(60)
     assert supervisor.state is WorkerState.FAILED_TRANSIENT
     assert "stalled while loading" in supervisor.diagnosis.cause

@@ -26,31 +26,14 @@ def models(tmp_path_factory):
 
 def _run(env) -> Supervisor:
     supervisor = Supervisor(load_settings(env), PACK, env, passthrough=io.BytesIO())
-    seen = []
-    supervisor.lifecycle.effects = _Recorder(supervisor, seen)
+    seen: list[WorkerState] = []
+    supervisor.effects.observers.append(seen.append)
     supervisor.run_in_thread()
     assert supervisor.settled.wait(240)
     supervisor.request_stop()
     assert supervisor.wait_stopped(60)
     supervisor.seen = seen
     return supervisor
-
-
-class _Recorder:
-    """Wraps the supervisor's effects to record the states it went through."""
-
-    def __init__(self, inner, seen):
-        self.inner, self.seen = inner, seen
-
-    def state_changed(self, source, dest):
-        self.seen.append(dest)
-        self.inner.state_changed(source, dest)
-
-    def ready(self):
-        self.inner.ready()
-
-    def failed(self, diagnosis):
-        self.inner.failed(diagnosis)
 
 
 CASES = [

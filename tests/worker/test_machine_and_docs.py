@@ -24,7 +24,7 @@ class Recorder:
     def ready(self):
         self.calls.append(("ready",))
 
-    def failed(self, diagnosis):
+    def failed(self, state, diagnosis):
         self.calls.append(("failed", diagnosis.rule))
 
 
