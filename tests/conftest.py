@@ -1,9 +1,15 @@
 """Suite-wide checks.
 
-The secret check: every worker a test starts carries a planted HF token
-(``tests.support.vllm_env.PLANTED_TOKEN``). After each test, every file the test wrote
-under its tmp_path (worker stdout/stderr, logs) and every answer and stream chunk a
-local job queue received must be free of it.
+The secret check: every worker a test starts carries planted secrets of every name
+form (``tests.support.vllm_env.PLANTED_ENV``: HF_TOKEN, *_API_KEY, *_ACCESS_KEY,
+*_PASSWORD, *_CREDENTIALS), and a test may plant more (the ``planted_secrets`` list:
+URL credentials, header, flag and key=value forms). After each test, every file the
+test wrote under its tmp_path (worker stdout/stderr, logs) and every answer and stream
+chunk a local job queue received must be free of all of them.
+
+The reliability doc: tests record outcomes with the ``reliability`` fixture; a row is
+written only for a test that passed in this run, and a row that depends on other tests
+(``requires=``) only when those passed too.
 """
 
 from __future__ import annotations
@@ -15,46 +21,63 @@ from pathlib import Path
 import pytest
 
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import PLANTED_TOKEN
+from tests.support.vllm_env import PLANTED_ENV
 
 _MAX_SCANNED = 64 * 1024 * 1024
+
+
+_PLANTED = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture
+def planted_secrets(request) -> list[str]:
+    """Secret values a test plants (beyond PLANTED_ENV); the leak check looks for them too."""
+    return request.node.stash[_PLANTED]
 
 
 @pytest.fixture(autouse=True)
 def no_secret_leaks(request):
     before = len(QueueServer.started)
     root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    extra = request.node.stash[_PLANTED] = []
     yield
+    planted = dict(PLANTED_ENV)
+    planted.update({f"planted #{i + 1}": value for i, value in enumerate(extra)})
     leaks = []
     for queue in QueueServer.started[before:]:
         for job_id in list(queue.results):
             record = queue.job(job_id)
             blob = json.dumps([record.done, record.stream], default=str)
-            if PLANTED_TOKEN in blob:
-                leaks.append(f"job {job_id} answer")
+            leaks += [f"{name} in job {job_id}" for name, v in planted.items() if v in blob]
     if root is not None:
         for path in root.rglob("*"):
-            scannable = path.is_file() and not path.is_symlink()
-            if (
-                scannable
-                and path.stat().st_size < _MAX_SCANNED
-                and PLANTED_TOKEN.encode() in path.read_bytes()
-            ):
-                leaks.append(str(path.relative_to(root)))
-    assert not leaks, f"the planted HF token leaked into: {leaks}"
+            if not path.is_file() or path.is_symlink() or path.stat().st_size >= _MAX_SCANNED:
+                continue
+            data = path.read_bytes()
+            where = str(path.relative_to(root))
+            leaks += [f"{name} in {where}" for name, v in planted.items() if v.encode() in data]
+    assert not leaks, f"planted secrets leaked: {leaks}"
 
 
-_OUTCOMES: list[tuple[str, str, str, str]] = []
+_OUTCOMES: list[tuple[str, str, str, str, tuple[str, ...]]] = []
+_PASSED: set[str] = set()
 
 
 @pytest.fixture
 def reliability(request):
-    """Record a fault-injection outcome: (fault, expected state, what happened)."""
+    """Record an outcome: (fault, expected state, what happened). The row is written only
+    if this test passes, and each test named in ``requires`` passed in the same run."""
 
-    def record(fault: str, expected: str, outcome: str) -> None:
-        _OUTCOMES.append((request.node.nodeid.split("::")[-1], fault, expected, outcome))
+    def record(fault: str, expected: str, outcome: str, requires: tuple[str, ...] = ()) -> None:
+        name = request.node.nodeid.split("::")[-1]
+        _OUTCOMES.append((name, fault, expected, outcome, tuple(requires)))
 
     return record
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.passed:
+        _PASSED.add(report.nodeid.split("::")[-1].split("[")[0])
 
 
 SOAK_NOTE = (
@@ -69,14 +92,17 @@ def pytest_sessionfinish(session, exitstatus):
     (rows of tests not run this time are kept)."""
     if os.environ.get("RELIABILITY_DOC") != "1" or not _OUTCOMES:
         return
+    if not any(t in _PASSED and all(r in _PASSED for r in q) for t, *_, q in _OUTCOMES):
+        return
     path = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
     rows: dict[str, str] = {}
     if path.exists():
         for line in path.read_text().splitlines():
             if line.startswith("| ") and line.endswith("` |") and "`test_" in line:
                 rows[line.rsplit("`", 2)[1]] = line
-    for test, fault, expected, outcome in _OUTCOMES:
-        rows[test] = f"| {fault} | {expected} | {outcome} | `{test}` |"
+    for test, fault, expected, outcome, requires in _OUTCOMES:
+        if test in _PASSED and all(r in _PASSED for r in requires):
+            rows[test] = f"| {fault} | {expected} | {outcome} | `{test}` |"
     text = (
         "# Reliability: faults injected and what happened\n\n"
         "Produced by the fault-injection tests: `RELIABILITY_DOC=1 ./scripts/test "

@@ -269,6 +269,7 @@ def test_hypothesis_inputs_recorded(ready_worker, reliability):
         "1,000 generated job inputs (hypothesis: any JSON, near-valid shapes)",
         "ready",
         "each got a structured error or a valid answer; worker never crashed",
+        requires=("test_generated_inputs_get_an_answer_or_a_structured_error",),
     )
 
 

@@ -27,11 +27,24 @@ needs_vllm = pytest.mark.skipif(
     reason=f"vLLM CPU build not installed at {VLLM_PYTHON} (scripts/setup-env)",
 )
 
-# A token of the real shape, planted in every worker the tests start; conftest.py checks
-# after each test that it appears in no output, log line or answer.
-PLANTED_TOKEN = "hf_" + "".join(
-    secrets.choice(string.ascii_letters + string.digits) for _ in range(34)
-)
+
+def planted_value(length: int = 24, prefix: str = "") -> str:
+    """A random secret-looking value no output could contain by chance."""
+    return prefix + "".join(
+        secrets.choice(string.ascii_letters + string.digits) for _ in range(length)
+    )
+
+
+# Secrets of every name form, planted in every worker the tests start; conftest.py checks
+# after each test that none appears in any output, log line or answer.
+PLANTED_TOKEN = planted_value(34, "hf_")
+PLANTED_ENV = {
+    "HF_TOKEN": PLANTED_TOKEN,
+    "OPENAI_API_KEY": planted_value(32, "sk-proj-"),
+    "AWS_SECRET_ACCESS_KEY": planted_value(40),
+    "SERVICE_PASSWORD": planted_value(20),
+    "DEPLOY_CREDENTIALS": planted_value(24),
+}
 
 QUIET_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
@@ -75,7 +88,7 @@ def worker_env(tmp: Path, **extra: str) -> dict[str, str]:
         HF_HOME=str(tmp / "hf-home"),
         BASE_PATH=str(tmp / "no-volume"),
         VLLM_SHUTDOWN_GRACE="5",
-        HF_TOKEN=PLANTED_TOKEN,
+        **PLANTED_ENV,
     )
     env.update(extra)
     return env

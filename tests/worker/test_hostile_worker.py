@@ -1,0 +1,157 @@
+"""The worker under hostile output and a hostile volume, through its real paths: a stand-in
+vLLM (``tests.support.replay_log``, or a process that never exits) and the real SDK job
+loop against ``tests.support.queue_server``.
+
+* Every secret form the worker can recognise, planted in vLLM's output, in the
+  environment and in a URL the diagnosis quotes, is found 0 times in stdout, the
+  structlog events, the job's answer and its output tail, including secrets that
+  straddle the 1 MiB pipe cut and the 4096-character evidence cut.
+* A crash-loop ledger full of bad entries does not stop the worker from settling.
+* vLLM never outlives a SIGKILLed worker (parent-death signal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+
+from tests.support.queue_server import QueueServer
+from tests.support.vllm_env import events, planted_value, start_worker, worker_env
+from worker.breaker import LEDGER_NAME, config_key
+from worker.settings import load_settings
+
+PIPE_CUT = 1 << 20
+EVIDENCE_CUT = 4096
+
+
+def _forms() -> dict[str, tuple[str, str]]:
+    """form -> (secret value, output line carrying it)."""
+    v = {name: planted_value(24) for name in range(14)}
+    return {
+        "URL credentials": (v[0], f"INFO Fetching https://planted-user:{v[0]}@mirror.example/x"),
+        "URL token as user": (v[1], f"INFO Cloning https://{v[1]}@git.example/repo.git"),
+        "*_API_KEY=": (v[2], f"DEBUG env OPENAI_API_KEY={v[2]} MAX_MODEL_LEN=4096"),
+        "*_ACCESS_KEY=": (v[3], f"DEBUG env AWS_SECRET_ACCESS_KEY={v[3]}"),
+        "X-Api-Key header": (v[4], f"DEBUG request headers: X-Api-Key: {v[4]}"),
+        "api-key header": (v[5], f"DEBUG api-key: {v[5]}"),
+        "password= param": (v[6], f"WARNING db url params password={v[6]}&sslmode=require"),
+        "Authorization: Bearer": (v[7], f"DEBUG Authorization: Bearer {v[7]}"),
+        "--hf-token value": (v[8], f"INFO argv: vllm serve m --hf-token {v[8]} --port 1"),
+        "--api-key=value": (v[9], f"INFO argv: vllm serve m --api-key={v[9]}"),
+        "Namespace repr": (v[10], f"INFO non-default args: {{'hf_token': '{v[10]}'}}"),
+        "JSON field": (v[11], f'DEBUG body {{"password": "{v[11]}"}}'),
+        "hf_ token": ("hf_" + v[12], f"INFO token hf_{v[12]} in use"),
+        "*_CREDENTIALS=": (v[13], f"DEBUG DEPLOY_CREDENTIALS={v[13]}"),
+    }
+
+
+def _straddling(cut: int, form: str) -> str:
+    """A line in which ``form`` starts just before character ``cut``."""
+    head = "INFO " + "w " * cut
+    return head[: cut - 10] + " " + form + " tail"
+
+
+def test_no_secret_form_leaves_the_worker(tmp_path, tmp_path_factory, planted_secrets, reliability):
+    forms = _forms()
+    url_password = planted_value(24)
+    pipe_token, evidence_token = "hf_" + planted_value(30), "hf_" + planted_value(30)
+    pipe_bearer = planted_value(24)
+    planted_secrets += [v for v, _ in forms.values()]
+    planted_secrets += [url_password, pipe_token, evidence_token, pipe_bearer]
+    lines = [line for _, line in forms.values()]
+    lines.append(_straddling(PIPE_CUT, pipe_token))
+    lines.append(_straddling(PIPE_CUT, f"Authorization: Bearer {pipe_bearer}"))
+    lines.append(_straddling(EVIDENCE_CUT, evidence_token))
+    endpoint = f"http://planted-user:{url_password}@127.0.0.1:9"
+    lines.append(f"OSError: We couldn't connect to '{endpoint}' to load this file")
+    # The stand-in's script lives outside tmp_path: the leak check scans what the worker wrote.
+    script = tmp_path_factory.mktemp("stand-in") / "vllm.log"
+    script.write_text("\n".join(lines) + "\n")
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    with QueueServer() as queue:
+        env = worker_env(
+            tmp_path,
+            MODEL_NAME="stand-in/model",
+            BASE_PATH=str(volume),
+            HF_ENDPOINT=endpoint,
+            TRANSIENT_ANSWER_TIMEOUT="5",
+            VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {script} 1",
+            **queue.env(),
+        )
+        _bad_ledger(volume, env)
+        job = queue.submit({"prompt": "x"})
+        proc = start_worker(env, tmp_path)
+        answer = json.loads(queue.wait_done(job, 60)["error"])
+        assert proc.wait(60) == 1
+    assert answer["type"] == "prestart_failed" and answer["category"] == "network"
+    assert "http://***@127.0.0.1:9" in answer["message"]
+    assert any("hf_***" in line for line in answer["tail"])
+    failed = next(e for e in events(tmp_path) if e.get("event") == "worker.failed")
+    assert "***@127.0.0.1:9" in failed["message"]
+    outputs = [
+        (tmp_path / "worker.out").read_bytes(),
+        (tmp_path / "worker.err").read_bytes(),
+        json.dumps(answer).encode(),
+    ]
+    assert len(outputs[0]) > PIPE_CUT  # the passthrough carried the long lines
+    found = sum(out.count(s.encode()) for out in outputs for s in planted_secrets)
+    assert found == 0
+    reliability(
+        f"secrets in vLLM's output, the environment and a quoted URL: {len(forms)} forms "
+        "(URL credentials, *_KEY/*_PASSWORD/*_CREDENTIALS=, X-Api-Key/api-key/Authorization "
+        "headers, password=, --hf-token/--api-key values, dict/JSON fields, hf_ tokens) plus "
+        "tokens across the 1 MiB pipe cut and the 4096-character evidence cut; the crash-loop "
+        "ledger full of bad entries",
+        "failed-transient (network)",
+        f"{len(planted_secrets)} planted values found 0 times in stdout, events, the job's "
+        "answer and its tail; the bad ledger entries ignored; exit 1",
+    )
+
+
+def _bad_ledger(volume, env) -> None:
+    settings = load_settings(env)
+    key = config_key(settings.vllm_command, settings.vllm_args)
+    ledger = volume / LEDGER_NAME
+    ledger.parent.mkdir(parents=True)
+    bad = [{"at": "yesterday"}, None, {"at": 1.0, "category": ["x"]}, {"at": None}, "x"]
+    ledger.write_text(json.dumps({key: bad}))
+
+
+def test_vllm_never_outlives_a_killed_worker(tmp_path, reliability):
+    """SIGKILL of the worker (no cleanup can run) still ends vLLM: the parent-death signal."""
+    fifo = tmp_path / "pid"
+    os.mkfifo(fifo)
+    stand_in = (
+        "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)"
+    )
+    with QueueServer() as queue:
+        env = worker_env(
+            tmp_path,
+            MODEL_NAME="stand-in/model",
+            VLLM_COMMAND=f'{sys.executable} -c "{stand_in}" {fifo}',
+            **queue.env(),
+        )
+        proc = start_worker(env, tmp_path)
+        try:
+            with fifo.open() as reader:  # blocks until the stand-in has started
+                pid = int(reader.read())
+            pidfd = os.pidfd_open(pid)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+    try:
+        ready, _, _ = select.select([pidfd], [], [], 30)
+        assert ready, "the stand-in vLLM outlived the SIGKILLed worker"
+    finally:
+        os.close(pidfd)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+    reliability(
+        "worker SIGKILLed while vLLM runs (stand-in that never exits)",
+        "gone",
+        "vLLM ended by the parent-death signal (SIGKILL), no process left behind",
+    )
