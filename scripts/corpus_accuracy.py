@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
     roots = [Path(a) for a in argv if a != "--variants"] or [
         ROOT / "fixtures" / "corpus",
         ROOT / "fixtures" / "vllm-0.32",
+        ROOT / "fixtures" / "recorded-container",
     ]
     pack = load_pack()
     for root in roots:

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-CORPUS_DIRS = [FIXTURES / "corpus", FIXTURES / "vllm-0.32"]
+# corpus: real logs from public reports; vllm-0.32: recorded by scripts/record_vllm_fixtures.py;
+# recorded-container: real vLLM 0.32 runs under container conditions (a 64 MiB /dev/shm).
+CORPUS_DIRS = [FIXTURES / "corpus", FIXTURES / "vllm-0.32", FIXTURES / "recorded-container"]
 
 
 def labelled() -> list[tuple[Path, dict]]:
