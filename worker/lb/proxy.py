@@ -29,59 +29,20 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-import httpx
 import structlog
 
 from worker.lb import bodies
 from worker.lb.health import HealthApp, respond
+from worker.lb.upstream import HOP, Relay, Upstream
 from worker.machine import WorkerState
-from worker.proxy import _answer_for
 from worker.supervisor import Supervisor
 
 log = structlog.get_logger("worker.lb")
 
-CONNECT_TIMEOUT_S = 10.0
-# Below uvicorn's 5 s keep-alive (vLLM's default), so an idle connection is dropped here
-# before vLLM drops it and a request is never sent into a closing socket.
-KEEPALIVE_EXPIRY_S = 4.0
-KEEPALIVE_CONNECTIONS = 100
-
-# Hop-by-hop headers (RFC 9110 §7.6.1) belong to one connection and are not forwarded;
-# host and content-length are set again for the upstream request.
-_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-    }
-)
-_NOT_UPSTREAM = _HOP | {b"host", b"content-length", b"expect"}
+# Set again for the upstream request (host, content-length) or answered here (expect).
+_NOT_UPSTREAM = HOP | {b"host", b"content-length", b"expect"}
 _STARTING = frozenset({WorkerState.STARTING, WorkerState.DOWNLOADING, WorkerState.LOADING})
 _FAILED = frozenset({WorkerState.FAILED_PERMANENT, WorkerState.FAILED_TRANSIENT})
-
-
-def upstream_client(port: int, *, request_timeout: float) -> httpx.AsyncClient:
-    """The one long-lived client to vLLM at 127.0.0.1:``port``; no pool limit (the
-    platform bounds the load), the read timeout is per chunk."""
-    client = httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}",
-        timeout=httpx.Timeout(request_timeout, connect=CONNECT_TIMEOUT_S),
-        limits=httpx.Limits(
-            max_connections=None,
-            max_keepalive_connections=KEEPALIVE_CONNECTIONS,
-            keepalive_expiry=KEEPALIVE_EXPIRY_S,
-        ),
-        # vLLM is local: an HTTP(S)_PROXY from the environment must not reroute it.
-        trust_env=False,
-    )
-    client.headers.clear()  # send the client's headers, not httpx's defaults
-    return client
 
 
 class ProxyApp:
@@ -92,13 +53,13 @@ class ProxyApp:
     def __init__(
         self,
         supervisor: Supervisor,
-        client: httpx.AsyncClient,
+        upstream: Upstream,
         *,
         health: HealthApp | None = None,
         on_failure_answered: Callable[[WorkerState], None] = lambda _state: None,
     ) -> None:
         self.supervisor = supervisor
-        self.client = client
+        self.upstream = upstream
         self.health = health
         self.on_failure_answered = on_failure_answered
 
@@ -127,10 +88,13 @@ class ProxyApp:
         target = scope["raw_path"].decode("latin-1") if scope.get("raw_path") else scope["path"]
         if scope["query_string"]:
             target += "?" + scope["query_string"].decode("latin-1")
-        headers = [(k, v) for k, v in scope["headers"] if k not in _NOT_UPSTREAM]
-        request = self.client.build_request(scope["method"], target, headers=headers, content=body)
-        relay = _Relay(self.client, send)
-        forward = asyncio.ensure_future(relay.run(request))
+        headers = [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in scope["headers"]
+            if k not in _NOT_UPSTREAM
+        ]
+        relay = Relay(self.upstream, send)
+        forward = asyncio.ensure_future(relay.run(scope["method"], target, headers, body))
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
             await asyncio.wait((forward, gone), return_when=asyncio.FIRST_COMPLETED)
@@ -143,43 +107,6 @@ class ProxyApp:
                 forward.cancel()  # this handler itself was cancelled (shutdown timeout)
             with contextlib.suppress(asyncio.CancelledError):
                 await forward
-
-
-class _Relay:
-    """Sends one request upstream and its answer to the client, chunk by chunk."""
-
-    def __init__(self, client: httpx.AsyncClient, send) -> None:
-        self.client = client
-        self.send = send
-        self.complete = False  # the last chunk is being sent: nothing left to cancel
-
-    async def run(self, request: httpx.Request) -> None:
-        try:
-            response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            self.complete = True
-            await respond(self.send, bodies.upstream(_answer_for(exc, mid_stream=False)))
-            return
-        try:
-            await self._relay(response)
-        finally:
-            await response.aclose()
-
-    async def _relay(self, response: httpx.Response) -> None:
-        headers = [(k.lower(), v) for k, v in response.headers.raw if k.lower() not in _HOP]
-        await self.send(
-            {"type": "http.response.start", "status": response.status_code, "headers": headers}
-        )
-        try:
-            async for chunk in response.aiter_raw():
-                await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except httpx.HTTPError as exc:
-            # Headers are out: the only honest signal left is closing the connection
-            # without the end of the body (the ASGI server does when we return).
-            log.warning("lb.upstream_lost", error=f"{type(exc).__name__}: {exc}")
-            return
-        self.complete = True
-        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _read_body(receive) -> bytes | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -28,7 +27,8 @@ import uvicorn
 
 from worker.lb.health import HealthApp
 from worker.lb.mode import Endpoint
-from worker.lb.proxy import ProxyApp, upstream_client
+from worker.lb.proxy import ProxyApp
+from worker.lb.upstream import Upstream
 from worker.machine import WorkerState
 from worker.settings import Settings
 from worker.supervisor import Supervisor
@@ -56,8 +56,6 @@ def run(
     interrupted: threading.Event,
 ) -> int:
     """Serve until stopped; stop vLLM; return the exit code."""
-    # httpx logs every request at INFO: one line per proxied request is noise (and time).
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     loop_factory = uvicorn.Config(app=None).get_loop_factory()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
@@ -95,13 +93,13 @@ async def _serve(
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     answered = asyncio.Event()
-    client = upstream_client(settings.vllm_port, request_timeout=settings.request_timeout_s)
+    upstream = Upstream(settings.vllm_port, request_timeout=settings.request_timeout_s)
     grace = settings.shutdown_grace_s
     health = HealthApp(supervisor, endpoint.health_path)
     shared = endpoint.health_port == endpoint.port
     app = ProxyApp(
         supervisor,
-        client,
+        upstream,
         health=health if shared else None,
         on_failure_answered=lambda state: (
             answered.set() if state is WorkerState.FAILED_TRANSIENT else None
@@ -134,7 +132,7 @@ async def _serve(
         finally:
             transient.cancel()
             stopped.cancel()
-            await client.aclose()
+            await upstream.aclose()
     return code
 
 

@@ -1,0 +1,51 @@
+"""The upstream client's error answers: real aiohttp against a closed local port, and
+the translation of aiohttp's exceptions (worker/lb/upstream.py's table)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+
+from tests.support.vllm_env import free_port
+from worker.lb import bodies
+from worker.lb.upstream import Relay, Upstream, _answer_for
+
+
+def test_unreachable_vllm_is_answered_503_upstream_error():
+    async def relay_to_closed_port() -> list[dict]:
+        upstream = Upstream(free_port(), request_timeout=5)
+        sent: list[dict] = []
+
+        async def send(message: dict) -> None:  # the ASGI server's side
+            sent.append(message)
+
+        try:
+            await Relay(upstream, send).run("GET", "/v1/models", [], b"")
+        finally:
+            await upstream.aclose()
+        return sent
+
+    start, body = asyncio.run(relay_to_closed_port())
+    assert start["status"] == 503
+    error = json.loads(body["body"])["error"]
+    assert error["type"] == "upstream_error" and error["code"] == 503
+    assert error["message"] == "vLLM could not be reached."
+
+
+@pytest.mark.parametrize(
+    ("exc", "status"),
+    [
+        (aiohttp.ConnectionTimeoutError("connect"), 503),
+        (aiohttp.ServerTimeoutError("read"), 504),
+        (TimeoutError(), 504),
+        (aiohttp.ServerDisconnectedError(), 502),
+        (aiohttp.ClientPayloadError("cut"), 502),
+    ],
+)
+def test_aiohttp_errors_map_to_the_queue_modes_upstream_answers(exc, status):
+    answer = bodies.upstream(_answer_for(exc))
+    assert answer.status == status
+    assert json.loads(answer.body)["error"]["code"] == status
