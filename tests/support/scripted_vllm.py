@@ -1,0 +1,70 @@
+"""A stand-in for vLLM whose behaviour the test scripts: it prints the given lines, then
+does one thing, so the supervisor's limits are tested in seconds, not with a real vLLM
+start. Run as ``VLLM_COMMAND``; the worker appends ``--host H --port P``.
+
+    python -m tests.support.scripted_vllm [--say LINE]... THEN [--host H --port P]
+
+THEN is one of:
+
+* ``hang``          print nothing more, never exit (a stall, or the wait after a fatal line)
+* ``chatter``       print a line every 50 ms, never exit (busy, but never ready)
+* ``serve``         answer ``GET /health`` with 200 on PORT and print vLLM's ready line;
+                    exit 1 when ``/die`` is requested (vLLM dying after ready)
+* ``exit:N``        exit with code N
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import sys
+import threading
+import time
+
+
+def _serve(port: int) -> None:
+    died = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            if self.path == "/die":
+                died.set()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print("INFO:     Application startup complete.", flush=True)
+    died.wait()
+    print("RuntimeError: Engine core died unexpectedly.", flush=True)
+    sys.exit(1)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--say", action="append", default=[])
+    parser.add_argument("then")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args, _ = parser.parse_known_args(argv)
+    for line in args.say:
+        print(line, flush=True)
+    if args.then == "hang":
+        threading.Event().wait()
+    elif args.then == "chatter":
+        while True:
+            print("INFO still working", flush=True)
+            time.sleep(0.05)  # the stand-in's pace, not a synchronisation
+    elif args.then == "serve":
+        _serve(args.port)
+    elif args.then.startswith("exit:"):
+        return int(args.then.split(":", 1)[1])
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
