@@ -105,10 +105,10 @@ def pytest_sessionfinish(session, exitstatus):
             rows[test] = f"| {fault} | {expected} | {outcome} | `{test}` |"
     text = (
         "# Reliability: faults injected and what happened\n\n"
-        "Produced by the fault-injection tests: `RELIABILITY_DOC=1 ./scripts/test "
-        "tests/integration/test_faults.py tests/integration/test_worker_ready.py tests/integration/test_breaker.py` rewrites "
-        "the rows of the tests it runs. Each row is a test that passed; the suite asserts "
-        "every outcome.\n\n"
+        "Produced by the suite: `RELIABILITY_DOC=1 ./scripts/test` (or any part of it, e.g. "
+        "`tests/integration tests/worker/test_hostile_worker.py tests/diagnostics/test_fuzz.py`) "
+        "rewrites the rows of the tests that ran; a row is written only when its test (and "
+        "any test it relies on) passed in that run, and the suite asserts every outcome.\n\n"
         "| fault | expected state | outcome | test |\n|---|---|---|---|\n"
         + "\n".join(rows[k] for k in sorted(rows))
         + "\n"

@@ -19,7 +19,13 @@ import signal
 import sys
 
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import events, planted_value, start_worker, worker_env
+from tests.support.vllm_env import (
+    PLANTED_ENV,
+    events,
+    planted_value,
+    start_worker,
+    worker_env,
+)
 from worker.breaker import LEDGER_NAME, config_key
 from worker.settings import load_settings
 
@@ -107,8 +113,9 @@ def test_no_secret_form_leaves_the_worker(tmp_path, tmp_path_factory, planted_se
         "tokens across the 1 MiB pipe cut and the 4096-character evidence cut; the crash-loop "
         "ledger full of bad entries",
         "failed-transient (network)",
-        f"{len(planted_secrets)} planted values found 0 times in stdout, events, the job's "
-        "answer and its tail; the bad ledger entries ignored; exit 1",
+        f"{len(planted_secrets)} values planted in the output and {len(PLANTED_ENV)} in the "
+        "environment, found 0 times in stdout, events, the job's answer and its tail; the bad "
+        "ledger entries ignored; exit 1",
     )
 
 
