@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # RunPod Serverless queue worker for vLLM: `python -m worker` supervises the image's own
 # `vllm serve` (VLLM_COMMAND) and answers jobs. Build args and examples: README.md,
 # "Docker image". A gated model's token is a BuildKit secret, never a build arg:
@@ -11,13 +10,25 @@ ARG VLLM_VERSION=v0.32.0
 FROM vllm/vllm-openai:${VLLM_VERSION}
 
 # The worker gets its own venv: the RunPod SDK pins a FastAPI that conflicts with vLLM's,
-# so nothing is ever pip-installed into the environment vLLM runs from.
-COPY pyproject.toml README.md /src/
+# so nothing is ever pip-installed into the environment vLLM runs from. Dependencies
+# first (read from pyproject.toml), the package itself last: changing the code does not
+# download the dependencies again.
+# Behind a proxy or with a private index, pip's configuration (and the CA certificate of
+# a TLS-intercepting proxy, named in it as cert = /run/secrets/pip-ca.crt) come in as
+# build secrets: mounted for this step only, never stored in a layer (docs/image.md).
+COPY pyproject.toml /src/
+RUN --mount=type=secret,id=pip.conf,target=/etc/pip.conf \
+    --mount=type=secret,id=pip-ca.crt \
+    python3 -m venv /opt/worker \
+    && /opt/worker/bin/python -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' >/tmp/requirements.txt \
+    && /opt/worker/bin/pip install --no-cache-dir --disable-pip-version-check -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+COPY setup.py README.md /src/
 COPY worker/ /src/worker/
 COPY diagnostics/ /src/diagnostics/
 COPY rules/ /src/rules/
-RUN python3 -m venv /opt/worker \
-    && /opt/worker/bin/pip install --no-cache-dir --disable-pip-version-check /src \
+RUN /opt/worker/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
+        --no-build-isolation /src \
     && rm -rf /src
 # `python -m` puts the working directory first on sys.path: the base image's workspace
 # must not be able to shadow the worker's packages, in `python -m worker.bake` below or
@@ -25,10 +36,13 @@ RUN python3 -m venv /opt/worker \
 WORKDIR /opt/worker
 
 # Caches on the network volume (when one is attached at BASE_PATH) survive cold starts.
+# Without a volume the crash-loop breaker keeps its ledger on the container disk, where a
+# restart of the same container finds it (docs/image.md).
 ARG BASE_PATH=/runpod-volume
 ENV BASE_PATH=${BASE_PATH} \
     HF_HOME=${BASE_PATH}/huggingface-cache \
-    VLLM_CACHE_ROOT=${BASE_PATH}/vllm-cache
+    VLLM_CACHE_ROOT=${BASE_PATH}/vllm-cache \
+    CRASH_LOOP_LEDGER_DIR=/var/lib/vllm-worker
 
 # Baking a model (MODEL_NAME set): downloaded into /model at build time with the manifest
 # /model/baked.json, which the worker then serves from with the Hub offline. /model, not
@@ -43,10 +57,14 @@ ARG TOKENIZER_NAME=""
 ARG TOKENIZER_REVISION=""
 ARG QUANTIZATION=""
 ENV QUANTIZATION=${QUANTIZATION}
+# A Hugging Face mirror (or a local hub) to bake from; empty: huggingface.co. Used by
+# the bake step only, never stored in the image's environment.
+ARG HF_ENDPOINT=""
 
 # The token is mounted at /run/secrets/HF_TOKEN for this step only: it never reaches a
 # layer or the image history. The download's own Hub cache (HF_HOME) is a temporary one.
 RUN --mount=type=secret,id=HF_TOKEN \
+    if [ -z "${HF_ENDPOINT}" ]; then unset HF_ENDPOINT; fi; \
     if [ -n "${MODEL_NAME}" ]; then \
         HF_HOME=/tmp/bake-hf-home /opt/worker/bin/python -m worker.bake --target /model \
             --model "${MODEL_NAME}" --revision "${MODEL_REVISION}" \

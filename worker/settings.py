@@ -72,6 +72,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CRASH_LOOP_RESET", "false", p.parse_bool,
             "true: forget this configuration's recorded failures at start (or delete "
             "BASE_PATH/.vllm-worker/restart-ledger.json).", "crash_loop_reset"),
+    Setting("CRASH_LOOP_LEDGER_DIR", "", p.optional_path,
+            "Folder on the container disk for the crash-loop breaker's ledger when BASE_PATH "
+            "is not a writable folder (no network volume); kept across restarts of the same "
+            "container. Empty: no breaker without a volume. The image sets "
+            "/var/lib/vllm-worker (docs/image.md).", "crash_loop_ledger_dir"),
     Setting("RULES_PATH", "", p.optional_path,
             "Rule pack folder (or file) to diagnose vLLM's output with; default: the "
             "built-in pack. A broken pack stops the worker at start (exit 3) with a "
@@ -123,6 +128,7 @@ class Settings:
     crash_loop_limit: int = 3
     crash_loop_window_s: float = 1800.0
     crash_loop_reset: bool = False
+    crash_loop_ledger_dir: Path | None = None
     rules_path: Path | None = None
     job_queue: bool = False
 

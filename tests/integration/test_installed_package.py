@@ -31,7 +31,7 @@ from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import ROOT, events, worker_env
 
 # What the Dockerfile copies into the image before `pip install /src`.
-SOURCES = ("pyproject.toml", "README.md", "worker", "diagnostics", "rules")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "worker", "diagnostics", "rules")
 FIXTURES = ROOT / "fixtures" / "vllm-0.32"
 REPLAY = ROOT / "tests" / "support" / "replay_log.py"
 
@@ -116,8 +116,12 @@ def test_wheel_holds_every_module_the_rule_pack_and_the_flag_snapshot(wheel):
     names = _names(wheel)
     expected = {f"diagnostics/rulepack/{p.name}" for p in (ROOT / "rules").glob("*.yaml")}
     expected.add("worker/vllm_flags.json")
-    for package in ("worker", "diagnostics"):
-        expected |= {f"{package}/{p.name}" for p in (ROOT / package).glob("*.py")}
+    for package in ("worker", "diagnostics"):  # subpackages too
+        expected |= {
+            p.relative_to(ROOT).as_posix()
+            for p in (ROOT / package).rglob("*.py")
+            if "__pycache__" not in p.parts
+        }
     assert expected <= names, f"missing from the wheel: {sorted(expected - names)}"
     assert not [n for n in names if n.startswith(("tests/", "fixtures/", "rules/"))]
     with zipfile.ZipFile(wheel) as zf:
