@@ -4,7 +4,6 @@ cleared when a start reaches ready."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 
@@ -12,6 +11,7 @@ import structlog
 
 from diagnostics import Diagnosis
 from worker.breaker import LEDGER_NAME, RestartLedger, config_key, judge
+from worker.ledger_path import ledger_path
 from worker.settings import Settings
 
 log = structlog.get_logger("worker.breaker")
@@ -23,12 +23,12 @@ class CrashLoopBreaker:
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time):
         self.settings = settings
         self.key = config_key(settings.vllm_command, settings.vllm_args)
-        base = settings.base_path
-        if base.is_dir() and os.access(base, os.W_OK):
-            self.ledger = RestartLedger(base / LEDGER_NAME, clock)
+        path, reason = ledger_path(settings.base_path, settings.crash_loop_ledger_dir)
+        self.ledger = RestartLedger(path, clock)
+        if path is None:
+            log.info("breaker.disabled", reason=reason)
         else:
-            self.ledger = RestartLedger(None, clock)
-            log.info("breaker.disabled", reason=f"BASE_PATH {base} is not a writable folder")
+            log.info("breaker.ledger", path=str(path), reason=reason)
         if settings.crash_loop_reset:
             self.ledger.clear(self.key)
 
