@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from worker import answers
+from worker import answers, job_fetch
 from worker.jobs import BadInput, to_request
 from worker.machine import WorkerState
 from worker.proxy import VllmProxy
@@ -41,6 +41,11 @@ def make_handler(
     async def handler(job: dict) -> AsyncIterator[Any]:
         nonlocal proxy
         job_id = job.get("id")
+        unreadable = job_fetch.answer_for(job)
+        if unreadable is not None:  # the input was nested too deep to read whole
+            log.info("job.bad_input", job_id=job_id, problem=unreadable)
+            yield answers.bad_input(unreadable)
+            return
         if supervisor.state is not WorkerState.READY:
             log.info("job.answered_with_failure", job_id=job_id, state=supervisor.state.value)
             yield failure_answer(supervisor)

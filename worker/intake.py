@@ -33,6 +33,8 @@ from runpod.http_client import ClientSession, TooManyRequests
 from runpod.serverless.modules import rp_scale
 from runpod.serverless.modules.rp_scale import JobScaler
 
+from worker import job_fetch
+
 log = rp_scale.log  # the SDK's own logger: its job-loop messages stay as they were
 
 # How long the fetch loop waits for a free slot before it re-reads the concurrency
@@ -45,6 +47,7 @@ class EventJobScaler(JobScaler):
 
     def __init__(self, config: dict[str, Any]):
         super().__init__(config)
+        self.jobs_fetcher = job_fetch.fetch_jobs  # never loses a batch to deep nesting
         self._job_queued = asyncio.Event()  # wakes the run loop
         self._slot_freed = asyncio.Event()  # wakes the fetch loop
         self._fetching = True

@@ -160,5 +160,5 @@ def test_vllm_never_outlives_a_killed_worker(tmp_path, reliability):
     reliability(
         "worker SIGKILLed while vLLM runs (stand-in that never exits)",
         "gone",
-        "vLLM ended by the parent-death signal (SIGKILL), no process left behind",
+        "vLLM ended by the parent-death signal (SIGTERM), no process left behind",
     )
