@@ -14,6 +14,8 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
+from diagnostics import secrets
+from diagnostics.redact import redact
 from worker.errors import ConfigError
 
 Parser = Callable[[str, str], object]
@@ -25,19 +27,19 @@ MAX_SECONDS = 7 * 24 * 3600.0
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 BOOL_HINT = "true/false, 1/0, yes/no or on/off"
-_SECRET = re.compile("TOKEN|KEY|SECRET|PASSWORD")
 _ASCII_INT = re.compile(r"[+-]?[0-9]+")
 _ASCII_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def is_secret(name: str) -> bool:
-    """Whether values of this variable must never be shown."""
-    return bool(_SECRET.search(name.upper()))
+    """Whether values of this variable must never be shown (the one rule:
+    ``diagnostics.secrets.is_secret``)."""
+    return secrets.is_secret(name)
 
 
 def shown(name: str, value: str) -> str:
     """The value as it may appear in a message about variable ``name``."""
-    return "<redacted>" if is_secret(name) else repr(value)
+    return "<redacted>" if is_secret(name) else repr(redact(value))
 
 
 def parse_bool(var: str, value: str) -> bool:

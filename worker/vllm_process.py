@@ -122,10 +122,11 @@ except (OSError, AttributeError):  # not Linux
 
 
 def _die_with_parent(parent: int) -> None:
-    """In vLLM's process before exec: SIGKILL it when the worker dies, even by SIGKILL
-    (vLLM's own workers follow through their death pipes)."""
+    """In vLLM's process before exec: SIGTERM it when the worker dies, even by SIGKILL.
+    SIGTERM, not SIGKILL: vLLM handles it (while loading and serving) by shutting down
+    its engine processes too, which a SIGKILL of its main process would orphan."""
     if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:  # the worker died before the signal was set
         os.kill(os.getpid(), signal.SIGKILL)
 
