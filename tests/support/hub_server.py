@@ -266,6 +266,9 @@ _RESOLVE = re.compile(r"^/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakeHub/1.0"
+    # Headers and body go out in separate writes: without TCP_NODELAY each keep-alive
+    # request waits ~40 ms for the client's delayed ACK, which no real hub does.
+    disable_nagle_algorithm = True
     server: _Server
 
     # -- plumbing ---------------------------------------------------------------------------
