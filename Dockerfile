@@ -30,6 +30,14 @@ COPY rules/ /src/rules/
 RUN /opt/worker/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
         --no-build-isolation /src \
     && rm -rf /src
+# The snapshots of vLLM's flags and model registry that the worker reads come from this
+# image's own vLLM (its python3), so an image built with another VLLM_VERSION carries
+# the right ones (docs/preflight.md); a vLLM that cannot be read fails the build.
+COPY scripts/snapshot_vllm_flags.py scripts/snapshot_vllm_models.py /tmp/snapshot/
+RUN pkg="$(/opt/worker/bin/python -c 'import os, worker; print(os.path.dirname(worker.__file__))')" \
+    && python3 /tmp/snapshot/snapshot_vllm_flags.py --print >"${pkg}/vllm_flags.json" \
+    && python3 /tmp/snapshot/snapshot_vllm_models.py --output "${pkg}/vllm_models.json" \
+    && rm -rf /tmp/snapshot
 # `python -m` puts the working directory first on sys.path: the base image's workspace
 # must not be able to shadow the worker's packages, in `python -m worker.bake` below or
 # in the entrypoint.
