@@ -5,10 +5,12 @@ Usage: python scripts/gen_docs.py [--check]
 
 from __future__ import annotations
 
+import json
 import sys
+from collections import Counter, defaultdict
 from pathlib import Path
 
-from diagnostics.accuracy import score, summary
+from diagnostics.accuracy import VARIANTS, score, score_variants, summary
 from diagnostics.rules import load_pack
 from worker.machine import mermaid
 
@@ -16,23 +18,43 @@ ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- generated:{name} -->", "<!-- end:{name} -->"
 
 
-def sections() -> dict[tuple[str, str], str]:
-    pack = load_pack()
+FIXTURE_SETS = ("corpus", "vllm-0.32", "recorded-container")
+CATALOGUE = ROOT / "fixtures" / "catalogue"
+
+
+def _rules_table(pack) -> str:
     rules = ["| priority | id | category | permanent | file |", "|---|---|---|---|---|"]
     for rule in pack.rules:
+        permanent = str(rule.permanent).lower()
+        if rule.transient_if is not None:
+            permanent += " (by evidence)"
         rules.append(
-            f"| {rule.priority} | `{rule.id}` | {rule.category} "
-            f"| {str(rule.permanent).lower()} | {rule.source} |"
+            f"| {rule.priority} | `{rule.id}` | {rule.category} | {permanent} | {rule.source} |"
         )
+    return "\n".join(rules)
+
+
+def _evidence_table(pack) -> str:
+    rows = ["| rule | category | transient when | otherwise |", "|---|---|---|---|"]
+    for rule in pack.rules:
+        if rule.transient_if is not None:
+            permanent = "permanent" if rule.permanent else "transient"
+            rows.append(
+                f"| `{rule.id}` | {rule.category} | `{rule.transient_if.test}` | {permanent} |"
+            )
+    return "\n".join(rows)
+
+
+def _accuracy(pack) -> str:
     acc = []
-    for name in ("corpus", "vllm-0.32"):
+    for name in FIXTURE_SETS:
         root = ROOT / "fixtures" / name
         if not (root / "manifest.jsonl").exists():
             continue
         results = score(root, pack)
         right = sum(r.right for r in results)
         acc.append(
-            f"**fixtures/{name}**: {right}/{len(results)} right "
+            f"**fixtures/{name}**: {right}/{len(results)} right, category and state "
             f"({100 * right / len(results):.1f} %)\n"
         )
         acc.append("| label | right / total |\n|---|---|")
@@ -43,11 +65,66 @@ def sections() -> dict[tuple[str, str], str]:
             f"- miss: `{r.file}` labelled {r.label}, diagnosed {r.predicted} (`{r.diagnosis.rule}`)"
             for r in misses
         ] or ["No misses."]
+        shaped = score_variants(root, pack)
+        if shaped:
+            counts = []
+            for kind in VARIANTS:
+                of_kind = [ok for _, k, ok in shaped if k == kind]
+                counts.append(f"{kind} {sum(of_kind)}/{len(of_kind)}")
+            acc.append("")
+            acc.append("Variants of its failure logs (`--variants`): " + ", ".join(counts) + ".")
         acc.append("")
+    return "\n".join(acc).strip()
+
+
+def _catalogue() -> tuple[str, str]:
+    """Coverage per source and version range, and the messages left generic."""
+    lines = (CATALOGUE / "catalogue.jsonl").read_text(encoding="utf-8").splitlines()
+    entries = [json.loads(line) for line in lines if line.strip()]
+    sources = json.loads((CATALOGUE / "sources.json").read_text(encoding="utf-8"))
+    out = [
+        f"{len(entries)} start-up failure messages catalogued out of {sources['mined']} "
+        "mined; releases read:",
+        "",
+    ]
+    out += [f"- {project}: {', '.join(v)}" for project, v in sources["releases"].items()]
+    out += ["", "| source | catalogued | by category |", "|---|---|---|"]
+    by_project: dict[str, Counter] = defaultdict(Counter)
+    for e in entries:
+        by_project[e["project"]][e.get("category") or "generic"] += 1
+    for project, counts in sorted(by_project.items()):
+        detail = ", ".join(f"{c} {n}" for c, n in sorted(counts.items()))
+        out.append(f"| {project} | {sum(counts.values())} | {detail} |")
+    out += ["", "| source | first seen in | catalogued |", "|---|---|---|"]
+    spans: Counter = Counter((e["project"], e["first_version"]) for e in entries)
+    for (project, version), n in sorted(spans.items(), key=lambda kv: (kv[0][0], _vkey(kv[0][1]))):
+        out.append(f"| {project} | {version} | {n} |")
+    out += ["", "| source | last seen in | catalogued |", "|---|---|---|"]
+    last: Counter = Counter((e["project"], e["last_version"]) for e in entries)
+    for (project, version), n in sorted(last.items(), key=lambda kv: (kv[0][0], _vkey(kv[0][1]))):
+        out.append(f"| {project} | {version} | {n} |")
+    generic = ["| source | message | reason |", "|---|---|---|"]
+    for e in entries:
+        if e.get("generic"):
+            message = e["template"].replace("|", "\\|")[:120]
+            generic.append(f"| {e['project']} | `{message}` | {e['generic']} |")
+    return "\n".join(out), "\n".join(generic)
+
+
+def _vkey(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+def sections() -> dict[tuple[str, str], str]:
+    pack = load_pack()
+    coverage, generic = _catalogue()
     return {
         ("docs/states.md", "diagram"): "```mermaid\n" + mermaid() + "```",
-        ("docs/diagnostics.md", "rules"): "\n".join(rules),
-        ("docs/diagnostics.md", "accuracy"): "\n".join(acc).strip(),
+        ("docs/diagnostics.md", "rules"): _rules_table(pack),
+        ("docs/diagnostics.md", "evidence"): _evidence_table(pack),
+        ("docs/diagnostics.md", "accuracy"): _accuracy(pack),
+        ("docs/diagnostics.md", "catalogue"): coverage,
+        ("docs/diagnostics.md", "generic"): generic,
     }
 
 

@@ -48,8 +48,13 @@ SCOPE = {
     "torch": r"^torch/cuda/(?:__init__|memory)\.py",
     "ray": r"^ray/(?:exceptions|_private/memory_monitor)\.py",
 }
+# Messages built in native code: (library path regex, string regex, exception type).
+NATIVE = {
+    "torch": (r"^torch/lib/libc10_cuda\.so$", rb"out of memory", "torch.OutOfMemoryError"),
+}
+_PRINTABLE = re.compile(rb"[\x20-\x7e]{12,}")
 _LOG_CALLS = {"error", "critical", "exception", "fatal"}
-_MESSAGE_NAMES = {"message", "msg", "error_message", "err_msg"}
+_MESSAGE_NAMES = ("message", "msg")  # names (any case) a message is built in
 _VERSION = re.compile(r"^(?P<project>[a-z_]+)-(?P<version>\d[\w.]*)$")
 
 
@@ -124,7 +129,7 @@ def messages(tree: ast.AST) -> list[tuple[str, str]]:
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in _MESSAGE_NAMES
+            and node.targets[0].id.lower().endswith(_MESSAGE_NAMES)
         ):
             # A message built first and raised later (huggingface_hub's HTTP errors).
             text = template_of(node.value)
@@ -140,6 +145,18 @@ def normalise(text: str) -> str:
     return text.replace("{{", "{").replace("}}", "}")
 
 
+def native_messages(path: Path, wanted: bytes) -> list[str]:
+    """Printable strings of a shared library that hold ``wanted``, as templates: a
+    message that a C++ stream continues (trailing or leading space) gets a field there."""
+    found = []
+    for match in _PRINTABLE.finditer(path.read_bytes()):
+        text = match.group().decode("ascii")
+        if re.search(wanted.decode(), text):
+            template = ("{} " if text.startswith(" ") else "") + text.strip()
+            found.append(template + (" {}" if text.endswith(" ") else ""))
+    return found
+
+
 def mine(src: Path) -> dict[tuple[str, str], dict]:
     entries: dict[tuple[str, str], dict] = {}
     versions: dict[str, list[str]] = defaultdict(list)
@@ -150,6 +167,13 @@ def mine(src: Path) -> dict[tuple[str, str], dict]:
         project, version = match["project"], match["version"]
         versions[project].append(version)
         scope = re.compile(SCOPE[project])
+        found: list[tuple[str, str, str]] = []
+        if project in NATIVE:
+            library, wanted, exc = NATIVE[project]
+            for path in sorted(tree_dir.rglob("*.so")):
+                rel = path.relative_to(tree_dir).as_posix()
+                if re.search(library, rel):
+                    found += [(rel, exc, text) for text in native_messages(path, wanted)]
         for path in sorted(tree_dir.rglob("*.py")):
             rel = path.relative_to(tree_dir).as_posix()
             if not scope.search(rel):
@@ -158,22 +182,23 @@ def mine(src: Path) -> dict[tuple[str, str], dict]:
                 tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
             except SyntaxError:
                 continue
-            for exc, raw in messages(tree):
-                template = normalise(raw)
-                if len(template.replace("{}", "").strip()) < 12:
-                    continue  # nothing but fields: no wording to catalogue
-                key = (project, template)
-                entry = entries.setdefault(
-                    key,
-                    {
-                        "template": template,
-                        "project": project,
-                        "exception": exc,
-                        "file": rel,
-                        "versions": set(),
-                    },
-                )
-                entry["versions"].add(version)
+            found += [(rel, exc, raw) for exc, raw in messages(tree)]
+        for rel, exc, raw in found:
+            template = normalise(raw)
+            if len(template.replace("{}", "").strip()) < 12:
+                continue  # nothing but fields: no wording to catalogue
+            key = (project, template)
+            entry = entries.setdefault(
+                key,
+                {
+                    "template": template,
+                    "project": project,
+                    "exception": exc,
+                    "file": rel,
+                    "versions": set(),
+                },
+            )
+            entry["versions"].add(version)
     for entry in entries.values():
         seen = sorted(entry.pop("versions"), key=version_key)
         entry["first_version"], entry["last_version"] = seen[0], seen[-1]
@@ -207,8 +232,12 @@ def assign(entries: dict, table: list[dict]) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     src = Path(argv[0]) if argv else Path("/tmp/vllm-src/src")
-    table = yaml.safe_load((OUT / "assign.yaml").read_text(encoding="utf-8"))["assign"]
+    data = yaml.safe_load((OUT / "assign.yaml").read_text(encoding="utf-8"))
+    table = data["assign"]
     entries = mine(src)
+    # Messages printed by native binaries the miner does not read, copied by hand.
+    for item in data.get("manual", []):
+        entries[(item["project"], item["template"])] = dict(item)
     catalogue = assign(entries, table)
     versions = defaultdict(set)
     for tree_dir in src.iterdir():
