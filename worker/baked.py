@@ -60,6 +60,7 @@ def read_baked_model(env: Mapping[str, str]) -> BakedModel | None:
     for key, value in (("model_path", model_path), ("model_name", model_name)):
         if not isinstance(value, str) or not value:
             raise ConfigError(_VAR, f"{path}: {key} must be a non-empty string")
+    assert isinstance(model_path, str) and isinstance(model_name, str)  # checked just above
     if tokenizer_path is not None and (not isinstance(tokenizer_path, str) or not tokenizer_path):
         raise ConfigError(_VAR, f"{path}: tokenizer_path must be a non-empty string or null")
     for key, value in (("model_path", model_path), ("tokenizer_path", tokenizer_path)):

@@ -14,7 +14,7 @@ The model calls an injected ``Effects`` object for everything outside itself
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from transitions import EventData, Machine
 
@@ -26,7 +26,7 @@ S = State
 _STARTING = [S.STARTING, S.DOWNLOADING, S.LOADING]
 SETTLED = frozenset({S.READY, S.FAILED_PERMANENT, S.FAILED_TRANSIENT, S.STOPPED})
 
-TRANSITIONS = [
+TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": "download_started", "source": [S.STARTING, S.LOADING], "dest": S.DOWNLOADING},
     {"trigger": "loading_started", "source": [S.STARTING, S.DOWNLOADING], "dest": S.LOADING},
     {"trigger": "became_ready", "source": _STARTING, "dest": S.READY},
@@ -88,7 +88,7 @@ class Lifecycle:
 
     def _after_change(self, event: EventData) -> None:
         name = event.transition.source if event.transition else self.state.name
-        source = name if isinstance(name, S) else S[name]  # transitions passes the name
+        source = name if isinstance(name, State) else State[name]  # transitions: the name
         self.effects.state_changed(source, self.state)
         if self.state is S.READY:
             self.effects.ready()

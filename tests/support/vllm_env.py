@@ -95,14 +95,16 @@ def worker_env(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def start_worker(env: dict[str, str], log_dir: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "worker"],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-        stdout=(log_dir / "worker.out").open("wb"),
-        stderr=(log_dir / "worker.err").open("wb"),
-    )
+    """The worker as a process of its own, its output in log_dir/worker.out and .err."""
+    with (log_dir / "worker.out").open("wb") as out, (log_dir / "worker.err").open("wb") as err:
+        return subprocess.Popen(  # the child keeps its own copies of the two files
+            [sys.executable, "-m", "worker"],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=out,
+            stderr=err,
+        )
 
 
 def events(log_dir: Path) -> list[dict]:

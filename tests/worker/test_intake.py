@@ -122,16 +122,17 @@ class Driven:
         env.update(queue.env(), INTAKE_MAX=str(max_concurrency), INTAKE_EVENTS_FD=str(write_fd))
         env["RUNPOD_DEBUG_LEVEL"] = "INFO"
         self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", DRIVER],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=log.open("wb"),
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,),
-            start_new_session=True,
-        )
+        with log.open("wb") as out:  # the child keeps its own copy
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", DRIVER],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
         os.close(write_fd)
         self._events = os.fdopen(read_fd, "rb", buffering=0)
         self._buffer = b""
