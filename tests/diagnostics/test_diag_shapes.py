@@ -235,3 +235,18 @@ def test_a_wrapped_message_whose_parts_match_nothing_alone():
     for diagnosis in _both_ways(lines):
         assert diagnosis.rule == "host-memory-exhausted"
         assert diagnosis.evidence.line == 2
+
+
+@pytest.mark.parametrize(
+    "warning",
+    [
+        "WARNING 03-12 18:19:00 [modeling_rope_utils.py:577] `rope_scaling`'s factor field "
+        "must be a float >= 1, got 0.5",
+        "WARNING 03-12 18:19:00 [x.py:1] Please install flash-attn for faster attention",
+        "WARNING 03-12 18:19:00 [x.py:1] hf_transfer is not installed. Please install it for "
+        "faster downloads",
+    ],
+)
+def test_the_same_words_in_a_warning_are_not_a_failure(warning):
+    """Rules for wordings that libraries also log as warnings need the exception line."""
+    assert not Classifier(PACK).feed_all([warning]).diagnosis().failed
