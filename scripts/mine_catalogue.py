@@ -6,7 +6,15 @@ sites and ``logger.error/critical/exception`` calls in the start-up code of each
 (engine, config, model loader, worker, executor, platform and entrypoint code of vLLM;
 the hub, config and download code of transformers and huggingface_hub; torch's CUDA
 initialisation; ray's out-of-memory and actor errors), and turns each message into a
-template: f-string fields, ``.format`` and ``%`` fields become ``{}``.
+template: f-string fields, ``.format`` and ``%`` fields become ``{}``. Messages built in
+native code are read from the shared library's strings (torch's CUDA allocator:
+``torch/lib/libc10_cuda.so``); those printed by binaries the wheels do not ship as
+libraries (ray's raylet) are listed by hand under ``manual:`` in ``assign.yaml``.
+
+Wheels: ``pip download --no-deps --only-binary=:all: --platform manylinux1_x86_64
+--python-version 3.10 vllm==X -d DIR`` (3.12 for the abi3 wheels of newer releases),
+then ``unzip -o DIR/*.whl '*.py' -d SRC/vllm-X`` (and ``'torch/lib/libc10_cuda.so'``
+for torch).
 
 Then it assigns categories from ``fixtures/catalogue/assign.yaml`` (data: a regex over
 the template -> a category, or ``generic: <reason>`` for messages deliberately left to
