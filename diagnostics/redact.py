@@ -43,7 +43,7 @@ _BEARER = re2.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}", _OPTIONS)
 _KEY = r"\b(?:[A-Za-z0-9]+[_.\-])*" + KEY_WORDS_RE
 _KEY_VALUE = re2.compile(
     r"(?i)(" + _KEY + r"[\"']?\s*[:=]\s*\[?\s*)"
-    r"(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"',;}\]&)]+))",
+    r"(?:\"([^\"\n]*)\"?|'([^'\n]*)'?|([^\s\"',;}\]&)]+))",
     _OPTIONS,
 )
 _FLAG_VALUE = re2.compile(r"(?i)(" + SECRET_FLAG_RE + r"[\"']?)([^\s\"']+)", _OPTIONS)
@@ -87,7 +87,8 @@ def _key_value(match) -> str:
     if quoted is None:
         return f"{match.group(1)}***"
     quote = '"' if match.group(2) is not None else "'"
-    return f"{match.group(1)}{quote}***{quote}"
+    closing = quote if match.group(0).endswith(quote) and len(match.group(0)) > 1 else ""
+    return f"{match.group(1)}{quote}***{closing}"
 
 
 def _flag_value(match) -> str:

@@ -19,6 +19,7 @@ MAX_LINE = 1 << 20
 # How far back from MAX_LINE a piece may end to avoid splitting a word (or a secret).
 LINE_BACKOFF = 64 * 1024
 
+_MAC_PROBE = 64 * 1024  # a log with CRs but no LF in this much uses CR as its line end
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),
@@ -75,7 +76,7 @@ def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Rea
     """The first block and the rest of a log as UTF-8 with LF line ends.
 
     A UTF-16 or UTF-32 log (with its BOM) is decoded; a UTF-8 BOM is dropped; a log
-    whose first block has CRs but no LF at all uses CR as its line end.
+    with CRs but no LF in its first 64 KiB uses CR as its line end.
     """
     reader: Reader = stream
     for bom, encoding in _BOMS:
@@ -86,6 +87,11 @@ def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Rea
     else:
         if first.startswith(codecs.BOM_UTF8):
             first = first[len(codecs.BOM_UTF8) :]
+    while b"\r" in first and b"\n" not in first and len(first) < _MAC_PROBE:
+        more = reader.read(_MAC_PROBE - len(first))  # judge on more than one short line
+        if not more:
+            break
+        first += more
     if b"\n" not in first and b"\r" in first:
         reader = _CarriageReturns(reader)
         first = first.replace(b"\r", b"\n")
