@@ -5,11 +5,10 @@ An ``Upstream`` holds one ``aiohttp.ClientSession`` (a pool of keep-alive connec
 request and passes the answer to the ASGI ``send`` as it arrives: status, headers (less
 hop-by-hop ones) and body chunks, never buffered, bytes untouched (no decompression).
 
-Why aiohttp and not httpx: on this machine httpx's client path costs about 0.4 ms more
-per request than aiohttp's (0.57-0.68 ms vs 0.20-0.27 ms for a small POST to a local
-server, same loop, uvloop), which alone nearly spends the proxy's 1 ms budget
-(``bench/lb_proxy_bench.py``, ``docs/benchmarks.md`` §4). aiohttp is the runpod SDK's
-own HTTP client, so it adds no dependency.
+Why aiohttp and not httpx: with httpx the proxy added 1.7 ms at p50 to a 1-token
+completion, with aiohttp 0.4 ms (target: 1 ms; ``bench/lb_proxy_bench.py``,
+``docs/benchmarks.md`` §5). aiohttp is the runpod SDK's own HTTP client, so it adds no
+dependency.
 
 How aiohttp's exceptions are answered before the answer started (after that, the
 client's connection is closed without the end of the body: visibly incomplete)::
