@@ -10,8 +10,9 @@ the supervisor runs vLLM, until a stop signal or a transient failure.
   request too), like the queue mode.
 * A port that cannot be bound: exit 1 after stopping vLLM.
 
-uvicorn is the HTTP server; its own signal capture is off (one loop serves two ports,
-and the handlers here only record the signal; the loop dispatches).
+uvicorn (httptools, on uvloop) is the HTTP server; its own signal capture is off (one
+loop serves two ports, and the handlers here only record the signal; the loop
+dispatches).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Iterator
 
 import structlog
 import uvicorn
+import uvloop
 
 from worker.lb.health import HealthApp
 from worker.lb.mode import Endpoint
@@ -56,9 +58,8 @@ def run(
     interrupted: threading.Event,
 ) -> int:
     """Serve until stopped; stop vLLM; return the exit code."""
-    loop_factory = uvicorn.Config(app=None).get_loop_factory()
     try:
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             code = runner.run(_serve(supervisor, settings, endpoint, interrupted))
     except SystemExit:  # uvicorn could not bind a port (it logged why)
         log.error("lb.bind_failed", port=endpoint.port, health_port=endpoint.health_port)
