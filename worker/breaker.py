@@ -75,8 +75,12 @@ class RestartLedger:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             lock = FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S)
             lock.acquire()
-        except (OSError, Timeout) as exc:
-            log.warning("breaker.ledger_unlocked", path=str(self.path), error=str(exc))
+        except Timeout as exc:
+            log.warning("breaker.ledger_locked", path=str(self.path), error=str(exc))
+            yield False
+            return
+        except OSError as exc:
+            log.warning("breaker.ledger_unwritable", path=str(self.path), error=str(exc))
             yield False
             return
         try:
