@@ -277,6 +277,10 @@ def test_vllm_killed_with_jobs_in_flight(ready_worker, reliability):
     # Last test of the module: it ends the shared worker.
     queue, tmp, proc = ready_worker["queue"], ready_worker["tmp"], ready_worker["proc"]
     spawned = next(e for e in events(tmp) if e.get("event") == "vllm.spawned")
+    # Whatever the machine's speed, no job can finish before the kill: vLLM is stopped
+    # while the ten are taken, resumed together, and killed at the first streamed chunk
+    # (each job needs 400 tokens).
+    os.killpg(spawned["pid"], signal.SIGSTOP)
     jobs = [
         queue.submit(
             {
@@ -292,7 +296,9 @@ def test_vllm_killed_with_jobs_in_flight(ready_worker, reliability):
         for i in range(10)
     ]
     for job in jobs:
-        queue.wait_for(lambda job=job: len(queue.job(job).stream) >= 1, 180, "first streamed chunk")
+        queue.wait_taken(job, 180)
+    os.killpg(spawned["pid"], signal.SIGCONT)
+    queue.wait_for(lambda: any(queue.job(job).stream for job in jobs), 180, "a streamed chunk")
     os.killpg(spawned["pid"], signal.SIGKILL)
     answers = [queue.wait_done(job, 60) for job in jobs]
     assert all(json.loads(a["error"])["type"] == "upstream_error" for a in answers)

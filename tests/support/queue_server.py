@@ -105,7 +105,7 @@ class QueueServer:
         self._faults: list[_Fault] = []
         self._hits: list[Hit] = []
         self._polls_held = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._server = _Server(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
         # A short poll interval so close() returns promptly (serve_forever's default is 0.5 s).
         self._thread = threading.Thread(
@@ -211,6 +211,11 @@ class QueueServer:
         """When (``time.monotonic()``) a worker took the job; None if not yet."""
         with self._cond:
             return self._jobs[job_id].taken_at
+
+    def done_at(self, job_id: str) -> float | None:
+        """When (``time.monotonic()``) the job-done POST arrived; None if not yet."""
+        with self._cond:
+            return self._jobs[job_id].done_at
 
     @property
     def polls_held(self) -> int:
@@ -335,6 +340,12 @@ class QueueServer:
         return 200, {}
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog of 5 drops connections when 30 jobs post at once,
+    # and a dropped SYN is retried after 1 s.
+    request_queue_size = 128
+
+
 def _route(method: str, path: str) -> tuple[str, dict[str, str]] | None:
     for (route_method, kind), pattern in _ROUTES.items():
         match = pattern.fullmatch(path)
@@ -346,6 +357,9 @@ def _route(method: str, path: str) -> tuple[str, dict[str, str]] | None:
 def _make_handler(queue: QueueServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # the SDK's aiohttp session keeps connections alive
+        # Headers and body go out in two writes: without TCP_NODELAY the body waits for
+        # the client's delayed ACK (~40 ms) on a kept-alive connection.
+        disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
             self._dispatch("GET")

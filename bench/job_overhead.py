@@ -1,0 +1,318 @@
+"""Per-job overhead of the worker's job intake: direct vLLM vs through the worker.
+
+Real parts only: vLLM's CPU build on the tiny test model, the real worker process
+(``python -m worker``, which starts that vLLM itself) and the real RunPod SDK job loop
+against the loopback queue (``tests/support/queue_server.py``). The worker runs twice
+in one run, one after the other: with the event-driven scaler (``worker/intake.py``,
+what ``python -m worker`` runs) and with the SDK's own polling ``JobScaler``.
+
+While each worker serves, rounds alternate between
+
+* direct: 1-token completions straight to the worker's vLLM port (httpx, timed in
+  the client);
+* via the queue: the same request as a job (``openai_route`` /v1/completions), timed
+  from the queue's ``submit`` to the worker's job-done POST arriving at the queue;
+
+at concurrency 1 and 30 (closed loop: each client thread sends its next request when
+the last one is answered). Added = via-queue percentile - direct percentile.
+
+Streaming: time to the first chunk, direct (first SSE ``data:`` line from vLLM) vs via
+the queue (the first job-stream POST arriving at the queue), 16-token completions.
+
+The queue's own cost: the same SDK loop (each scaler) with a handler that does no work
+(it yields one item, as the worker's handler does for a whole answer), so the figure
+shows what the loopback queue and the SDK's HTTP calls cost on their own.
+
+Not a test: run it under the vLLM lock, on a machine as quiet as you can get,
+
+    flock /tmp/vllm.lock .venv/bin/python bench/job_overhead.py [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.queue_server import QueueServer  # noqa: E402
+from tests.support.vllm_env import build_tiny_model, worker_env  # noqa: E402
+
+SERVED = "tiny"
+BODY = {"model": SERVED, "prompt": "Hello", "max_tokens": 1, "temperature": 0}
+STREAM_BODY = {**BODY, "max_tokens": 16, "stream": True}
+
+# The worker with the SDK's own scaler: the same worker, one name changed.
+OLD_WORKER = (
+    "from runpod.serverless.modules import rp_scale\n"
+    "from worker import intake\n"
+    "intake.SCALER = rp_scale.JobScaler\n"
+    "from worker.main import exit_now, main\n"
+    "exit_now(main())\n"
+)
+# A job loop with no work: the queue's and the SDK's own cost.
+NOOP_WORKER = (
+    "import sys\n"
+    "from runpod.serverless.modules import rp_scale\n"
+    "from worker import intake\n"
+    "if sys.argv[1] == 'sdk':\n"
+    "    intake.SCALER = rp_scale.JobScaler\n"
+    "async def handler(job):\n"
+    "    yield {'ok': True}\n"
+    "intake.start({'handler': handler, 'return_aggregate_stream': True,\n"
+    "              'concurrency_modifier': lambda current: 30})\n"
+    "from worker.main import exit_now\n"
+    "exit_now(0)\n"
+)
+SCALERS = {"event": ["-m", "worker"], "sdk": ["-c", OLD_WORKER]}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "p50": round(pct(values, 50), 2),
+        "p99": round(pct(values, 99), 2),
+        "mean": round(statistics.fmean(values), 2),
+    }
+
+
+def closed_loop(concurrency: int, total: int, one: Callable[[], float]) -> list[float]:
+    """``total`` calls of ``one`` (returns ms) from ``concurrency`` threads.
+
+    At concurrency > 1 each thread's first and last calls are left out: they overlap
+    the start burst and the drain, when fewer than ``concurrency`` are in flight.
+    """
+    results: list[float] = []
+    lock = threading.Lock()
+    per_thread = max(1, total // concurrency)
+
+    def client() -> None:
+        mine = [one() for _ in range(per_thread)]
+        with lock:
+            results.extend(mine[1:-1] if concurrency > 1 else mine)
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+class Direct:
+    def __init__(self, port: int):
+        self.url = f"http://127.0.0.1:{port}/v1/completions"
+        self._local = threading.local()
+
+    def _client(self) -> httpx.Client:
+        if not hasattr(self._local, "client"):
+            self._local.client = httpx.Client(timeout=300)
+        return self._local.client
+
+    def once(self) -> float:
+        start = time.perf_counter()
+        response = self._client().post(self.url, json=BODY)
+        elapsed = (time.perf_counter() - start) * 1000
+        response.raise_for_status()
+        return elapsed
+
+    def first_chunk(self) -> float:
+        start = time.perf_counter()
+        first = None
+        with self._client().stream("POST", self.url, json=STREAM_BODY) as response:
+            for line in response.iter_lines():
+                if first is None and line.startswith("data:"):
+                    first = (time.perf_counter() - start) * 1000
+        assert first is not None
+        return first
+
+
+class ViaQueue:
+    """Closed-loop jobs from one client thread: a new job as soon as one is answered.
+
+    One waiting thread, not one per job: the queue wakes every waiter on every request
+    it serves, and 30 waiting threads would slow the queue they measure.
+    """
+
+    def __init__(self, queue: QueueServer, job_input: dict):
+        self.queue = queue
+        self.job_input = job_input
+
+    def run(self, concurrency: int, total: int, first_chunk: bool = False) -> list[float]:
+        queue = self.queue
+        outstanding = {queue.submit(self.job_input) for _ in range(min(concurrency, total))}
+        submitted, results = len(outstanding), []  # (ms, submitted at)
+        while outstanding:
+            finished = queue.wait_for(
+                lambda: [j for j in outstanding if queue.done_at(j) is not None], 300, "a job"
+            )
+            for job in finished:
+                outstanding.discard(job)
+                record = queue.job(job)
+                if not isinstance(record.done, dict) or "error" in record.done:
+                    raise RuntimeError(f"job failed: {str(record.done)[:500]}")
+                end = record.stream_at[0] if first_chunk else record.done_at
+                assert end is not None
+                results.append(((end - record.submitted_at) * 1000, record.submitted_at))
+                if submitted < total:
+                    outstanding.add(queue.submit(self.job_input))
+                    submitted += 1
+        if concurrency > 1:  # leave out the start burst and the drain, as closed_loop does
+            results.sort(key=lambda sample: sample[1])
+            results = results[concurrency:-concurrency]
+        return [ms for ms, _ in results]
+
+
+def job_input(body: dict) -> dict:
+    return {"openai_route": "/v1/completions", "openai_input": body}
+
+
+@contextlib.contextmanager
+def running(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=log.with_suffix(".out").open("wb"),
+        stderr=log.with_suffix(".err").open("wb"),
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+def measure_worker(scaler: str, model: Path, tmp: Path, args: argparse.Namespace) -> dict:
+    """One worker (with ``scaler``) and its vLLM: direct and via-queue rounds."""
+    with QueueServer() as queue:
+        env = worker_env(
+            tmp,
+            MODEL_NAME=str(model),
+            OPENAI_SERVED_MODEL_NAME_OVERRIDE=SERVED,
+            RUNPOD_DEBUG_LEVEL="INFO",
+            **queue.env(f"bench-{scaler}"),
+        )
+        with running(SCALERS[scaler], env, tmp / f"worker-{scaler}"):
+            queue.wait_done(queue.submit({"openai_route": "/v1/models"}), 600)
+            direct = Direct(int(env["VLLM_PORT"]))
+            via = ViaQueue(queue, job_input(BODY))
+            via_stream = ViaQueue(queue, job_input(STREAM_BODY))
+            for _ in range(args.warmup):  # first requests compile and fill caches
+                direct.once(), direct.first_chunk()
+            via.run(1, args.warmup), via_stream.run(1, args.warmup, first_chunk=True)
+            out: dict = {}
+            for concurrency in (1, 30):
+                total = args.jobs if concurrency == 1 else args.jobs * 3
+                d: list[float] = []
+                v: list[float] = []
+                for _ in range(args.rounds):
+                    d += closed_loop(concurrency, total // args.rounds, direct.once)
+                    v += via.run(concurrency, total // args.rounds)
+                out[f"c{concurrency}"] = {"direct": d, "via": v}
+            ds: list[float] = []
+            vs: list[float] = []
+            for _ in range(args.rounds):
+                ds += closed_loop(1, args.stream_jobs // args.rounds, direct.first_chunk)
+                vs += via_stream.run(1, args.stream_jobs // args.rounds, first_chunk=True)
+            out["stream_c1"] = {"direct": ds, "via": vs}
+    return out
+
+
+def measure_noop(scaler: str, tmp: Path, args: argparse.Namespace) -> dict:
+    with QueueServer() as queue:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOD_")}
+        env.update(queue.env(f"noop-{scaler}"), RUNPOD_DEBUG_LEVEL="INFO")
+        with running(["-c", NOOP_WORKER, scaler], env, tmp / f"noop-{scaler}"):
+            via = ViaQueue(queue, {"noop": True})
+            via.run(1, args.warmup)
+            return {f"c{c}": via.run(c, args.jobs if c == 1 else args.jobs * 3) for c in (1, 30)}
+
+
+def report(results: dict) -> str:
+    lines = [
+        "| scaler | concurrency | direct vLLM p50 / p99 | via the worker p50 / p99 "
+        "| added p50 / p99 | queue alone (no work) p50 / p99 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for scaler in ("event", "sdk"):
+        worker = results["workers"][scaler]
+        for c in ("c1", "c30"):
+            d, v = summary(worker[c]["direct"]), summary(worker[c]["via"])
+            n = summary(results["noop"][scaler][c])
+            lines.append(
+                f"| {scaler} | {c[1:]} | {d['p50']} / {d['p99']} | {v['p50']} / {v['p99']} "
+                f"| **{v['p50'] - d['p50']:+.1f} / {v['p99'] - d['p99']:+.1f}** "
+                f"| {n['p50']} / {n['p99']} |"
+            )
+    lines += [
+        "",
+        "| scaler | first chunk, direct p50 / p99 | via the queue p50 / p99 | behind p50 / p99 |",
+        "|---|---|---|---|",
+    ]
+    for scaler in ("event", "sdk"):
+        s = results["workers"][scaler]["stream_c1"]
+        d, v = summary(s["direct"]), summary(s["via"])
+        lines.append(
+            f"| {scaler} | {d['p50']} / {d['p99']} | {v['p50']} / {v['p99']} "
+            f"| **{v['p50'] - d['p50']:+.1f} / {v['p99'] - d['p99']:+.1f}** |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=300, help="requests per arm at c=1")
+    parser.add_argument("--stream-jobs", type=int, default=150)
+    parser.add_argument("--rounds", type=int, default=3, help="direct/via alternations")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="write raw samples and summaries here")
+    parser.add_argument("--noop-only", action="store_true", help="skip vLLM: the queue alone")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="job-overhead-"))
+    load_before = os.getloadavg()
+    model = build_tiny_model(tmp / "model")
+    results: dict = {"noop": {}, "workers": {}}
+    for scaler in ("event", "sdk"):
+        results["noop"][scaler] = measure_noop(scaler, tmp, args)
+    if args.noop_only:
+        print({s: {c: summary(v) for c, v in r.items()} for s, r in results["noop"].items()})
+        return 0
+    for scaler in ("event", "sdk"):
+        results["workers"][scaler] = measure_worker(scaler, model, tmp, args)
+    results["loadavg"] = {"before": load_before, "after": os.getloadavg()}
+    table = report(results)
+    print(table)
+    print(f"load average before {load_before}, after {os.getloadavg()}")
+    if args.json:
+        args.json.write_text(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
