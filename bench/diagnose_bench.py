@@ -1,28 +1,38 @@
-"""Benchmark ``diagnose`` on a large log against GNU grep with the same patterns.
+"""Benchmark ``diagnose --format json`` against a plain-pattern grep, side by side.
 
-Builds a log of at least ``--size-mb`` MiB (default 500) from the real vLLM logs in
-``fixtures/`` (corpus and vllm-0.32, ``#|`` provenance lines stripped), repeated, and
-ending with a real start followed by a real failed start (``startup-ok.log`` then
-``kv-cache-too-small.log``), so there is a failure to find at the very end. Then it
-times, on that file:
+Four logs, built from the real vLLM logs in ``fixtures/`` (``#|`` provenance lines
+stripped) under ``--workdir`` (default ``/tmp/diagnose-bench``; reused while the recipe
+is unchanged, never inside the repository):
 
-  diagnose  ``.venv/bin/diagnose --format json FILE``
-  grep      ``LC_ALL=C grep -c -E -f PATTERNS FILE``
+  failing    >= SIZE MiB: every real log under fixtures/corpus and fixtures/vllm-0.32,
+             repeated, then ``startup-ok.log`` and ``kv-cache-too-small.log``: the last
+             start fails (KV cache), after hundreds of earlier starts and failures.
+  ok         >= SIZE MiB: ``startup-ok.log`` (a real start), then the request-log lines
+             found in the fixtures (access lines, engine throughput lines) repeated: a
+             start followed by hours of serving; it never fails.
+  crashloop  >= SIZE MiB: ``kv-cache-too-small.log`` over and over: a crash loop
+             captured in one file (every start fails the same way, none gets ready).
+  small      ``kv-cache-too-small.log`` as recorded (20 kB).
 
-PATTERNS holds every pattern of the rule pack's Hyperscan prefilter (rule patterns,
-phase markers, ``when`` patterns and the traceback header), in the unanchored form the
-prefilter scans with, converted to GNU ERE. ``-c`` rather than ``> /dev/null``: GNU grep
-stops at the first match when its output is /dev/null, so that would time nothing.
-``LC_ALL=C``: bytes, as Hyperscan scans them (its UTF-8 mode is off); ``--grep-locale``
-times grep in another locale too.
+The yardstick is ``LC_ALL=C grep -c -E -f PLAIN FILE`` with PLAIN = the 15 plain cause
+patterns below (a person grepping a log for the usual causes). ``-c``, not
+``> /dev/null``: GNU grep stops at the first match when its output is /dev/null.
+``LC_ALL=C``: bytes, as Hyperscan reads them.
 
-Peak RSS comes from ``/usr/bin/time -v`` when present, else from
-``getrusage(RUSAGE_CHILDREN)`` in a small wrapper process. Not a test: run by hand,
+Each log: diagnose and grep alternately, ``--runs`` times each (default 3); the medians
+count. Peak RSS comes from ``/usr/bin/time -v``. The small log is first run once with
+an empty cache folder (``XDG_CACHE_HOME`` pointed at a fresh folder: the rule pack's
+Hyperscan databases are compiled and stored), then warm (read from that cache).
+Every run's verdict is checked against the verdict its reference part gives alone
+(evidence line shifted to the big file).
 
-    .venv/bin/python bench/diagnose_bench.py [--size-mb 500] [--repeat 1] [--profile]
+``--pack-grep-mb N`` also times grep with the rule pack's own regexes (converted to
+ERE) on the first N MiB of the failing log: the old yardstick, kept to show why it
+misleads (it slows to a few MB/s on matching lines, so "diagnose beats grep" there
+says nothing). ``--profile`` runs cProfile over ``classify_stream`` on the first
+``--profile-mb`` MiB of each big log, in process. Not a test: run by hand,
 
-``--profile`` also runs cProfile over classify_stream on a prefix of the log and counts
-which prefilter patterns hit most lines and report most match events.
+    .venv/bin/python bench/diagnose_bench.py [--size-mb 500] [--runs 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -36,37 +46,53 @@ import platform
 import pstats
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from diagnostics.rules import RulePack, _unanchored, load_pack  # noqa: E402
-from diagnostics.scan import BLOCK_SIZE, candidate_lines, classify_stream  # noqa: E402
+from diagnostics.matching import prefilter_form  # noqa: E402
+from diagnostics.rules import RulePack, load_pack  # noqa: E402
+from diagnostics.scan import classify_stream  # noqa: E402
 
 FIXTURES = ROOT / "fixtures"
-TAIL = ("startup-ok.log", "kv-cache-too-small.log")  # from fixtures/vllm-0.32
+VLLM = FIXTURES / "vllm-0.32"
+START_OK, FAILING = "startup-ok.log", "kv-cache-too-small.log"
 DIAGNOSE = ROOT / ".venv" / "bin" / "diagnose"
 TIME_V = Path("/usr/bin/time")
 MIB = 1024 * 1024
 TARGET_TIME_RATIO = 2.0
 TARGET_RSS_MB = 100.0
+TARGET_SMALL_S = 0.060
+RECIPE = 3  # bump when the way the logs are built changes
 
-_RUSAGE_WRAPPER = """
-import resource, subprocess, sys
-rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc, file=sys.stderr)
-"""
-
-
-# -- the log -------------------------------------------------------------------------
+# What a person greps a vLLM log for: one plain pattern per common cause.
+PLAIN_PATTERNS = (
+    "CUDA out of memory",
+    "OutOfMemoryError",
+    "No available memory for the cache blocks",
+    "KV cache is needed, which is larger than the available KV cache memory",
+    "max_model_len",
+    "Traceback \\(most recent call last\\)",
+    "gated repo",
+    "Repository Not Found",
+    "trust_remote_code",
+    "not supported for now",
+    "No space left on device",
+    "Connection refused",
+    "NCCL error",
+    "no kernel image is available",
+    "EngineCore failed to start",
+)
+# Request-log lines: how a serving vLLM's output looks for hours after its start.
+_REQUEST_LINE = re.compile(rb'"(?:GET|POST) /[^"]*HTTP/1\.1" \d{3}|Avg prompt throughput')
 
 
 def real_log(path: Path) -> bytes:
@@ -80,55 +106,173 @@ def real_log(path: Path) -> bytes:
 
 def seed_files() -> list[Path]:
     # vllm-0.32 first: the file must not start like a RunPod console export (those are
-    # read newest-first, in memory).
-    return sorted((FIXTURES / "vllm-0.32").glob("*.log")) + sorted(
-        (FIXTURES / "corpus").rglob("*.log")
-    )
+    # read newest-first).
+    return sorted(VLLM.glob("*.log")) + sorted((FIXTURES / "corpus").rglob("*.log"))
+
+
+def request_lines() -> bytes:
+    found = [
+        line
+        for path in seed_files()
+        for line in real_log(path).splitlines(keepends=True)
+        if _REQUEST_LINE.search(line)
+    ]
+    return b"".join(found)
 
 
 @dataclass
-class BuiltLog:
+class Log:
+    name: str
     path: Path
-    size: int
+    size: int = 0
+    lines: int = 0
+    recipe: str = ""
+    # the part whose verdict the whole file must give, and the line where it starts
+    reference: bytes = field(default=b"", repr=False)
+    reference_first_line: int = 1
+
+
+def _write(log: Log, head: bytes, body: bytes, tail: bytes, min_bytes: int) -> None:
+    repeats = max(1, -(-(min_bytes - len(head) - len(tail)) // len(body))) if body else 0
+    if not (log.path.exists() and _stamp(log.path).get("recipe") == log.recipe):
+        with log.path.open("wb") as out:
+            out.write(head)
+            for _ in range(repeats):
+                out.write(body)
+            out.write(tail)
+        lines = head.count(b"\n") + repeats * body.count(b"\n") + tail.count(b"\n")
+        _stamp(log.path, {"recipe": log.recipe, "lines": lines})
+    log.size = log.path.stat().st_size
+    log.lines = _stamp(log.path)["lines"]
+
+
+def _stamp(path: Path, value: dict | None = None) -> dict:
+    stamp = path.with_suffix(".json")
+    if value is not None:
+        stamp.write_text(json.dumps(value))
+    return json.loads(stamp.read_text()) if stamp.exists() else {}
+
+
+def build_logs(workdir: Path, min_bytes: int) -> list[Log]:
+    seed = b"".join(real_log(f) for f in seed_files())
+    ok, failing = real_log(VLLM / START_OK), real_log(VLLM / FAILING)
+    requests = request_lines()
+    logs = []
+
+    log = Log("failing", workdir / "failing.log", recipe=f"{RECIPE}:{len(seed)}:{min_bytes}")
+    _write(log, b"", seed, ok + failing, min_bytes)
+    log.reference = ok + failing
+    log.reference_first_line = log.lines - (ok + failing).count(b"\n") + 1
+    logs.append(log)
+
+    log = Log("ok", workdir / "ok.log", recipe=f"{RECIPE}:{len(requests)}:{min_bytes}")
+    _write(log, ok, requests, b"", min_bytes)
+    log.reference = ok
+    logs.append(log)
+
+    log = Log("crashloop", workdir / "crashloop.log", recipe=f"{RECIPE}:{len(failing)}:{min_bytes}")
+    _write(log, b"", failing, b"", min_bytes)
+    log.reference = failing  # every start gives the same verdict; the first is evidence
+    logs.append(log)
+
+    log = Log("small", workdir / "small.log", recipe=f"{RECIPE}:{len(failing)}")
+    _write(log, failing, b"", b"", 0)
+    log.reference = failing
+    logs.append(log)
+    return logs
+
+
+def expected_verdict(pack: RulePack, log: Log) -> dict:
+    found = classify_stream(io.BytesIO(log.reference), pack).to_dict()
+    if found.get("evidence"):
+        found["evidence"]["line"] += log.reference_first_line - 1
+    return found
+
+
+def verdict_of(stdout: str) -> dict:
+    data = json.loads(stdout.strip().splitlines()[-1])
+    data.pop("file", None)
+    return data
+
+
+# -- measuring -----------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_rss_mb: float
+    returncode: int
+    stdout: str
+
+
+def measure(argv: list[str], env: dict[str, str] | None = None) -> Run:
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        wrapped = [str(TIME_V), "-v", "-o", report.name, *argv]
+        start = time.perf_counter()
+        proc = subprocess.run(wrapped, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        text = Path(report.name).read_text()
+    rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)[1])
+    return Run(seconds, rss_kb / 1024, proc.returncode, proc.stdout)
+
+
+@dataclass
+class Row:
+    log: str
+    size_mb: float
     lines: int
-    seed_bytes: int
-    seed_lines: int
-    seed_files: int
-    repeats: int
-    tail_first_line: int  # 1-based line number where the tail starts
+    diagnose_s: list[float]
+    grep_s: list[float]
+    diagnose_rss_mb: float
+    grep_rss_mb: float
+    grep_count: str
+    verdict_ok: bool
+    verdict: str
+    cold_s: float | None = None
+
+    @property
+    def diagnose(self) -> float:
+        return statistics.median(self.diagnose_s)
+
+    @property
+    def grep(self) -> float:
+        return statistics.median(self.grep_s)
 
 
-def build_log(path: Path, min_bytes: int) -> BuiltLog:
-    files = seed_files()
-    seed = b"".join(real_log(f) for f in files)
-    tail = b"".join(real_log(FIXTURES / "vllm-0.32" / name) for name in TAIL)
-    repeats = max(1, -(-(min_bytes - len(tail)) // len(seed)))
-    with path.open("wb") as out:
-        for _ in range(repeats):
-            out.write(seed)
-        out.write(tail)
-    seed_lines = seed.count(b"\n")
-    return BuiltLog(
-        path=path,
-        size=path.stat().st_size,
-        lines=seed_lines * repeats + tail.count(b"\n"),
-        seed_bytes=len(seed),
-        seed_lines=seed_lines,
-        seed_files=len(files),
-        repeats=repeats,
-        tail_first_line=seed_lines * repeats + 1,
+def bench_log(log: Log, pack: RulePack, plain: Path, runs: int, env: dict[str, str]) -> Row:
+    c_env = {**env, "LC_ALL": "C"}
+    expected = expected_verdict(pack, log)
+    diag_runs: list[Run] = []
+    grep_runs: list[Run] = []
+    for _ in range(runs):
+        diag_runs.append(measure([str(DIAGNOSE), "--format", "json", str(log.path)], env))
+        grep_runs.append(measure(["grep", "-c", "-E", "-f", str(plain), str(log.path)], c_env))
+    verdicts = [verdict_of(r.stdout) for r in diag_runs]
+    ok = all(v == expected for v in verdicts)
+    got = verdicts[-1]
+    shown = f"{got.get('state')} {got.get('rule') or ''}".strip()
+    if got.get("evidence"):
+        shown += f" @ line {got['evidence']['line']:,}"
+    if not ok:
+        shown += (
+            f" (expected {expected.get('rule')} @ {(expected.get('evidence') or {}).get('line')})"
+        )
+    return Row(
+        log.name,
+        log.size / 1e6,
+        log.lines,
+        [r.seconds for r in diag_runs],
+        [r.seconds for r in grep_runs],
+        max(r.peak_rss_mb for r in diag_runs),
+        max(r.peak_rss_mb for r in grep_runs),
+        grep_runs[-1].stdout.strip(),
+        ok,
+        shown,
     )
 
 
-def expected_tail_verdict(pack: RulePack, built: BuiltLog) -> tuple[str, int | None]:
-    """The rule and evidence line the tail alone gives, shifted to the big file."""
-    tail = b"".join(real_log(FIXTURES / "vllm-0.32" / name) for name in TAIL)
-    found = classify_stream(io.BytesIO(tail), pack)
-    line = found.evidence.line + built.tail_first_line - 1 if found.evidence else None
-    return found.rule, line
-
-
-# -- patterns for grep ---------------------------------------------------------------
+# -- the old yardstick: grep with the pack's own regexes -----------------------------
 
 
 class Unsupported(Exception):
@@ -243,107 +387,52 @@ def _klass(pattern: str, i: int, caseless: bool) -> tuple[str, int]:
     return "[" + ("^" if negate else "") + text + "]", i
 
 
-@dataclass
-class GrepPatterns:
-    path: Path
-    total: int
-    used: int
-    skipped: list[str]
-    seed_lines_python: int = 0
-    seed_lines_grep: int = 0
-    seed_mismatches: int = 0
-
-
-def write_patterns(pack: RulePack, path: Path, env: dict[str, str]) -> GrepPatterns:
-    converted: list[str] = []
-    skipped: list[str] = []
+def write_pack_patterns(pack: RulePack, path: Path) -> tuple[int, int]:
+    converted = []
     for p in pack.patterns:
-        source = _unanchored(p.regex.pattern)
         try:
-            ere = to_ere(source, bool(p.regex.flags & re.IGNORECASE))
-        except Unsupported as exc:
-            skipped.append(f"{source!r}: {exc}")
+            ere = to_ere(prefilter_form(p.regex.pattern), bool(p.regex.flags & re.IGNORECASE))
+        except Unsupported:
             continue
-        # grep must take it silently (no error, no "stray \" warning).
         check = subprocess.run(
-            ["grep", "-E", "-e", ere, "/dev/null"], env=env, capture_output=True, text=True
+            ["grep", "-E", "-e", ere, "/dev/null"],
+            env={**os.environ, "LC_ALL": "C"},
+            capture_output=True,
+            text=True,
         )
-        if check.returncode > 1 or check.stderr:
-            skipped.append(f"{source!r}: grep: {check.stderr.strip()}")
-            continue
-        converted.append(ere)
+        if check.returncode <= 1 and not check.stderr:
+            converted.append(ere)
     path.write_text("\n".join(converted) + "\n")
-    return GrepPatterns(path, len(pack.patterns), len(converted), skipped)
+    return len(converted), len(pack.patterns)
 
 
-def check_conversion(pack: RulePack, pats: GrepPatterns, seed: Path, env: dict[str, str]):
-    """On the seed (one copy of every fixture): grep's matching lines vs Python's."""
-    out = subprocess.run(
-        ["grep", "-n", "-E", "-f", str(pats.path), str(seed)],
-        env=env,
-        capture_output=True,
-        check=False,
-    ).stdout
-    by_grep = {int(line.split(b":", 1)[0]) for line in out.split(b"\n") if line}
-    regexes = [
-        re.compile(_unanchored(p.regex.pattern).encode(), p.regex.flags & re.IGNORECASE)
-        for p in pack.patterns
-    ]
-    by_python = {
-        number
-        for number, line in enumerate(seed.read_bytes().split(b"\n"), 1)
-        if any(rx.search(line) for rx in regexes)
-    }
-    pats.seed_lines_grep, pats.seed_lines_python = len(by_grep), len(by_python)
-    pats.seed_mismatches = len(by_grep ^ by_python)
-
-
-# -- measuring -----------------------------------------------------------------------
-
-
-@dataclass
-class Run:
-    name: str
-    command: str
-    seconds: float
-    peak_rss_mb: float
-    returncode: int
-    stdout: str
-
-
-def measure(name: str, argv: list[str], env: dict[str, str] | None = None) -> Run:
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
-        if TIME_V.exists():
-            wrapped = [str(TIME_V), "-v", "-o", report.name, *argv]
-        else:
-            wrapped = [sys.executable, "-c", _RUSAGE_WRAPPER, *argv]
-        start = time.perf_counter()
-        proc = subprocess.run(wrapped, env=env, capture_output=True, text=True)
-        seconds = time.perf_counter() - start
-        if TIME_V.exists():
-            text = Path(report.name).read_text()
-            rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)[1])
-            returncode = proc.returncode
-            stdout = proc.stdout
-        else:
-            rss, returncode = proc.stderr.strip().splitlines()[-1].split()
-            rss_kb, returncode, stdout = int(rss), int(returncode), ""
-    return Run(name, " ".join(argv), seconds, rss_kb / 1024, returncode, stdout.strip())
-
-
-def best(runs: list[Run]) -> Run:
-    return min(runs, key=lambda r: r.seconds)
+def pack_grep(pack: RulePack, failing: Log, workdir: Path, megabytes: int, plain: Path) -> None:
+    part = workdir / f"failing-{megabytes}mb.log"
+    with failing.path.open("rb") as src:
+        data = src.read(megabytes * MIB)
+    part.write_bytes(data[: data.rfind(b"\n") + 1])
+    used, total = write_pack_patterns(pack, workdir / "pack.ere")
+    c_env = {**os.environ, "LC_ALL": "C"}
+    size = part.stat().st_size / 1e6
+    print(f"\n== the old yardstick on the first {size:.0f} MB of the failing log ==")
+    for name, patterns in (("pack regexes", workdir / "pack.ere"), ("plain causes", plain)):
+        run = measure(["grep", "-c", "-E", "-f", str(patterns), str(part)], c_env)
+        print(
+            f"grep -c -E -f <{name}> : {run.seconds:6.2f} s  {size / run.seconds:7.1f} MB/s  "
+            f"{run.stdout.strip()} matching lines"
+            + (f"  ({used} of {total} pack patterns)" if name == "pack regexes" else "")
+        )
+    part.unlink()
 
 
 # -- profiling -----------------------------------------------------------------------
 
 
-def profile(pack: RulePack, log: Path, megabytes: int, top: int = 15) -> None:
-    limit = megabytes * MIB
-    with log.open("rb") as stream:
-        data = stream.read(limit)
+def profile(pack: RulePack, log: Log, megabytes: int, top: int = 14) -> None:
+    with log.path.open("rb") as stream:
+        data = stream.read(megabytes * MIB)
     data = data[: data.rfind(b"\n") + 1]
-    print(f"\n== cProfile: classify_stream on the first {len(data) / MIB:.0f} MiB ==")
+    print(f"\n== cProfile: classify_stream on the first {len(data) / MIB:.0f} MiB of {log.name} ==")
     profiler = cProfile.Profile()
     profiler.enable()
     classify_stream(io.BytesIO(data), pack)
@@ -352,132 +441,84 @@ def profile(pack: RulePack, log: Path, megabytes: int, top: int = 15) -> None:
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
     print("\n".join(out.getvalue().splitlines()[4:]))
 
-    print("== prefilter: match events and lines hit per pattern (first block only) ==")
-    block = data[:BLOCK_SIZE]
-    block = block[: block.rfind(b"\n") + 1]
-    events: Counter[int] = Counter()
-    lines: defaultdict[int, set[int]] = defaultdict(set)
-
-    def on_match(index, _from, to, _flags, _context):
-        events[index] += 1
-        lines[index].add(block.rfind(b"\n", 0, max(to - 1, 0)))
-
-    pack.database.scan(block, match_event_handler=on_match)
-    all_lines = block.count(b"\n")
-    hit = set().union(*lines.values()) if lines else set()
-    print(
-        f"{all_lines} lines, {len(hit)} hit ({100 * len(hit) / all_lines:.1f} %), "
-        f"{sum(events.values())} match events ({sum(events.values()) / all_lines:.1f} per line)"
-    )
-    fed = sum(1 for _ in candidate_lines([block], pack))
-    print(f"lines fed to the classifier (hits, the 2 lines after each, colour lines): {fed}")
-    print(f"{'events':>8} {'lines':>6}  kind   pattern")
-    for index, count in events.most_common(top):
-        pattern = pack.patterns[index]
-        print(f"{count:8d} {len(lines[index]):6d}  {pattern.kind:6s} {pattern.regex.pattern[:90]}")
-
 
 # -- main ----------------------------------------------------------------------------
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=500, help="minimum log size in MiB")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each; the best counts")
-    parser.add_argument("--tmpdir", help="where to build the log (default: the system temp)")
-    parser.add_argument("--keep", action="store_true", help="keep the built log")
-    parser.add_argument(
-        "--grep-locale", action="append", default=[], help="also time grep under this LC_ALL"
-    )
-    parser.add_argument("--profile", action="store_true", help="cProfile + prefilter hit counts")
+    parser.add_argument("--size-mb", type=int, default=500, help="minimum size of the big logs")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each; the median counts")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/diagnose-bench"))
+    parser.add_argument("--only", action="append", help="failing, ok, crashloop or small")
+    parser.add_argument("--pack-grep-mb", type=int, default=0)
+    parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-mb", type=int, default=50)
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     args = parser.parse_args()
-
     if not DIAGNOSE.exists():
         print(f"{DIAGNOSE} not found: install the project into .venv first", file=sys.stderr)
         return 2
+    if ROOT in args.workdir.resolve().parents:
+        print("--workdir must be outside the repository", file=sys.stderr)
+        return 2
+    args.workdir.mkdir(parents=True, exist_ok=True)
     pack = load_pack()
-    workdir = Path(tempfile.mkdtemp(prefix="diagnose-bench-", dir=args.tmpdir))
-    try:
-        return _run(args, pack, workdir)
-    finally:
-        if args.keep:
-            print(f"\nkept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _run(args, pack: RulePack, workdir: Path) -> int:
-    c_env = {**os.environ, "LC_ALL": "C"}
     started = time.perf_counter()
-    built = build_log(workdir / "vllm-big.log", args.size_mb * MIB)
-    print(
-        f"log: {built.size / MIB:.0f} MiB, {built.lines} lines = {built.repeats} x "
-        f"{built.seed_files} real logs ({built.seed_bytes / 1e6:.2f} MB, {built.seed_lines} "
-        f"lines) + {' + '.join(TAIL)}; built in {time.perf_counter() - started:.1f} s"
-    )
-    seed = workdir / "seed.log"
-    seed.write_bytes(b"".join(real_log(f) for f in seed_files()))
+    logs = build_logs(args.workdir, args.size_mb * MIB)
+    if args.only:
+        logs = [log for log in logs if log.name in args.only]
+    print(f"logs ready in {time.perf_counter() - started:.1f} s under {args.workdir}")
+    plain = args.workdir / "plain.ere"
+    plain.write_text("\n".join(PLAIN_PATTERNS) + "\n")
 
-    pats = write_patterns(pack, workdir / "patterns.ere", c_env)
-    check_conversion(pack, pats, seed, c_env)
-    print(
-        f"grep patterns: {pats.used} of {pats.total} prefilter patterns "
-        f"({len(pats.skipped)} skipped); on one copy of the fixtures grep -E hits "
-        f"{pats.seed_lines_grep} lines, Python re {pats.seed_lines_python}, "
-        f"{pats.seed_mismatches} lines differ"
-    )
-    for note in pats.skipped:
-        print(f"  skipped: {note}")
-
-    rule, line = expected_tail_verdict(pack, built)
-    diag_runs: list[Run] = []
-    grep_runs: dict[str, list[Run]] = {"C": []}
-    for locale in args.grep_locale:
-        grep_runs[locale] = []
-    for _ in range(args.repeat):
-        diag_runs.append(measure("diagnose", [str(DIAGNOSE), "--format", "json", str(built.path)]))
-        for locale, runs in grep_runs.items():
-            runs.append(
-                measure(
-                    f"grep (LC_ALL={locale})",
-                    ["grep", "-c", "-E", "-f", str(pats.path), str(built.path)],
-                    {**os.environ, "LC_ALL": locale},
-                )
+    cache = Path(tempfile.mkdtemp(prefix="diagnose-bench-cache-"))
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    rows = []
+    try:
+        for log in logs:
+            cold = None
+            if log.name == "small":
+                shutil.rmtree(cache / "runpod-vllm-worker", ignore_errors=True)
+                cold = measure([str(DIAGNOSE), "--format", "json", str(log.path)], env).seconds
+            row = bench_log(log, pack, plain, args.runs, env)
+            row.cold_s = cold
+            rows.append(row)
+            print(
+                f"{row.log:10} {row.size_mb:8.1f} MB  diagnose {row.diagnose:7.3f} s  "
+                f"grep {row.grep:7.3f} s  {row.diagnose / row.grep:5.2f}x  "
+                f"RSS {row.diagnose_rss_mb:5.1f} MB  {row.verdict}"
+                + ("" if row.verdict_ok else "  VERDICT MISMATCH"),
+                flush=True,
             )
-    diag = best(diag_runs)
-    verdict = json.loads(diag.stdout.splitlines()[-1]) if diag.stdout else {}
-    found_line = (verdict.get("evidence") or {}).get("line")
-    print(
-        f"\ndiagnose verdict: rule {verdict.get('rule')} at line {found_line} "
-        f"(expected {rule} at line {line}: "
-        f"{'ok' if (verdict.get('rule'), found_line) == (rule, line) else 'MISMATCH'}), "
-        f"exit {diag.returncode}"
-    )
-    print(f"grep matching lines: {best(grep_runs['C']).stdout}")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
-    rows = [diag, *(best(runs) for runs in grep_runs.values())]
-    mb = built.size / 1e6
-    print(f"\n{'':22} {'seconds':>8} {'MB/s':>7} {'lines/s':>11} {'peak RSS MB':>12}")
-    for run in rows:
-        print(
-            f"{run.name:22} {run.seconds:8.2f} {mb / run.seconds:7.1f} "
-            f"{built.lines / run.seconds:11,.0f} {run.peak_rss_mb:12.1f}"
-        )
-    grep = best(grep_runs["C"])
-    ratio = diag.seconds / grep.seconds
     print(
-        f"\ndiagnose / grep time: {ratio:.2f} (target <= {TARGET_TIME_RATIO:g}: "
-        f"{'met' if ratio <= TARGET_TIME_RATIO else 'MISSED'}); "
-        f"diagnose peak RSS {diag.peak_rss_mb:.1f} MB (target < {TARGET_RSS_MB:g}: "
-        f"{'met' if diag.peak_rss_mb < TARGET_RSS_MB else 'MISSED'}); "
-        f"rss ratio {diag.peak_rss_mb / grep.peak_rss_mb:.1f}"
+        "\n| log | size | diagnose s | grep s | × grep | diagnose RSS MB | grep RSS MB | verdict |"
     )
-    if args.repeat > 1:
-        for name, runs in [("diagnose", diag_runs), *grep_runs.items()]:
-            name = name if name == "diagnose" else f"grep (LC_ALL={name})"
-            print(f"  all runs {name}: {', '.join(f'{r.seconds:.2f} s' for r in runs)}")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for row in rows:
+        cold = f" (cold cache: {row.cold_s:.3f})" if row.cold_s is not None else ""
+        print(
+            f"| {row.log} | {row.size_mb:,.1f} MB | {row.diagnose:.3f}{cold} | {row.grep:.3f} | "
+            f"{row.diagnose / row.grep:.2f} | {row.diagnose_rss_mb:.1f} | {row.grep_rss_mb:.1f} | "
+            f"{row.verdict} |"
+        )
+    for row in rows:
+        print(
+            f"  all runs {row.log}: diagnose {', '.join(f'{s:.3f}' for s in row.diagnose_s)}; "
+            f"grep {', '.join(f'{s:.3f}' for s in row.grep_s)}"
+        )
+    print(f"  load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    met = []
+    for row in rows:
+        if row.log == "small":
+            met.append(row.diagnose <= TARGET_SMALL_S)
+        else:
+            met.append(row.diagnose / row.grep <= TARGET_TIME_RATIO)
+        met.append(row.diagnose_rss_mb < TARGET_RSS_MB and row.verdict_ok)
+    print(f"targets: {'all met' if all(met) else 'NOT all met'}")
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -485,17 +526,23 @@ def _run(args, pack: RulePack, workdir: Path) -> int:
                     "date": datetime.now(UTC).isoformat(timespec="seconds"),
                     "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
                     "loadavg_after": os.getloadavg(),
-                    "log": {k: str(v) for k, v in asdict(built).items()},
-                    "patterns": {k: str(v) for k, v in asdict(pats).items()},
-                    "runs": [asdict(r) | {"stdout": r.stdout[:300]} for r in rows],
-                    "all_runs": [asdict(r) | {"stdout": ""} for r in diag_runs],
-                    "time_ratio": ratio,
+                    "rows": [
+                        asdict(r) | {"diagnose_median": r.diagnose, "grep_median": r.grep}
+                        for r in rows
+                    ],
                 },
                 indent=2,
             )
         )
+    if args.pack_grep_mb:
+        failing = next(
+            log for log in build_logs(args.workdir, args.size_mb * MIB) if log.name == "failing"
+        )
+        pack_grep(pack, failing, args.workdir, args.pack_grep_mb, plain)
     if args.profile:
-        profile(pack, built.path, args.profile_mb)
+        for log in logs:
+            if log.name != "small":
+                profile(pack, log, args.profile_mb)
     return 0
 
 

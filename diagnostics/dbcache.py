@@ -1,0 +1,122 @@
+"""A disk cache of compiled Hyperscan databases.
+
+Compiling the rule pack's prefilter takes 0.1-0.5 s; reading it back takes a few
+milliseconds. That is most of what ``diagnose`` spends on a small log, and part of
+every worker start. An entry is keyed by a hash of everything the compiled database
+depends on: the expressions exactly as compiled, their ids and flags, the mode,
+Hyperscan's version and the machine type. A changed pack gives another key, so an
+entry can never stand for a different pack.
+
+Entries are written atomically (a temporary file in the same folder, then a rename)
+with a header holding the payload's length and CRC-32; a short, corrupt or foreign
+entry is ignored and compiled afresh, and Hyperscan itself refuses a database built
+for another version or for CPU features this machine lacks. The folder is
+``$XDG_CACHE_HOME/runpod-vllm-worker/hyperscan`` (``~/.cache`` when unset). When it
+cannot be created, read or written, nothing is cached and nothing fails: the
+database is compiled as before. ``DIAGNOSE_CACHE=off`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import platform
+import struct
+import tempfile
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import hyperscan
+
+_MAGIC = b"hsdbcache1\n"
+_HEADER = struct.Struct("<QI")  # payload length, CRC-32
+_KEEP = 16  # entries kept; older ones are removed when a new one is written
+
+
+def cache_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
+    """Where entries live, or None when the cache is turned off."""
+    if env.get("DIAGNOSE_CACHE", "").lower() in ("0", "off", "false", "no"):
+        return None
+    base = env.get("XDG_CACHE_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+    return root / "runpod-vllm-worker" / "hyperscan"
+
+
+def key(expressions: Sequence[bytes], ids: Sequence[int], flags: Sequence[int], mode: int) -> str:
+    digest = hashlib.sha256()
+    for part in (
+        _MAGIC,
+        hyperscan.__version__.encode(),
+        platform.machine().encode(),
+        str(mode).encode(),
+    ):
+        digest.update(part + b"\0")
+    for expression, pattern_id, flag in zip(expressions, ids, flags, strict=True):
+        digest.update(b"%d:%d:%d:" % (pattern_id, flag, len(expression)) + expression)
+    return digest.hexdigest()
+
+
+def load_or_compile(
+    name: str,
+    mode: int,
+    compile_database: Callable[[], hyperscan.Database],
+    folder: Path | None = None,
+) -> hyperscan.Database:
+    """The database stored under ``name`` (a :func:`key`), else ``compile_database()``,
+    which is then stored for next time. ``folder``: default :func:`cache_dir`."""
+    folder = cache_dir() if folder is None else folder
+    if folder is not None:
+        database = _read(folder / f"{name}.hsdb", mode)
+        if database is not None:
+            return database
+    database = compile_database()
+    if folder is not None:
+        _write(folder, f"{name}.hsdb", hyperscan.dumpb(database))
+    return database
+
+
+def _read(path: Path, mode: int) -> hyperscan.Database | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    start = len(_MAGIC) + _HEADER.size
+    if len(data) < start or not data.startswith(_MAGIC):
+        return None
+    length, crc = _HEADER.unpack_from(data, len(_MAGIC))
+    payload = data[start:]
+    if len(payload) != length or zlib.crc32(payload) != crc:
+        return None
+    try:
+        database = hyperscan.loadb(payload, mode)
+        database.scratch = hyperscan.Scratch(database)
+    except hyperscan.error:
+        return None
+    return database
+
+
+def _write(folder: Path, name: str, payload: bytes) -> None:
+    temporary = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".tmp-", delete=False) as out:
+            temporary = out.name
+            out.write(_MAGIC + _HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
+        os.replace(temporary, folder / name)
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        return
+    _prune(folder)
+
+
+def _prune(folder: Path) -> None:
+    try:
+        entries = sorted(folder.glob("*.hsdb"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[_KEEP:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
