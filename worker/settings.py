@@ -73,10 +73,11 @@ SETTINGS: tuple[Setting, ...] = (
             "true: forget this configuration's recorded failures at start (or delete "
             "BASE_PATH/.vllm-worker/restart-ledger.json).", "crash_loop_reset"),
     Setting("CRASH_LOOP_LEDGER_DIR", "", p.optional_path,
-            "Folder on the container disk for the crash-loop breaker's ledger when BASE_PATH "
-            "is not a writable folder (no network volume); kept across restarts of the same "
-            "container. Empty: no breaker without a volume. The image sets "
-            "/var/lib/vllm-worker (docs/image.md).", "crash_loop_ledger_dir"),
+            "Folder on the container disk for the crash-loop breaker's ledger when no "
+            "network volume is mounted at BASE_PATH; kept across restarts of the same "
+            "container. Empty: a writable BASE_PATH folder counts as the volume, else no "
+            "breaker. The image sets /var/lib/vllm-worker (docs/image.md).",
+            "crash_loop_ledger_dir"),
     Setting("RULES_PATH", "", p.optional_path,
             "Rule pack folder (or file) to diagnose vLLM's output with; default: the "
             "built-in pack. A broken pack stops the worker at start (exit 3) with a "

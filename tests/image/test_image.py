@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,6 +128,24 @@ class Container:
                     found.append(json.loads(line))
         return found
 
+    def answer(self, queue: QueueServer, job: str, timeout: float = START_S) -> dict:
+        """The job's answer; fails at once, with the end of the container's output, if
+        the container exits without sending it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return queue.wait_done(job, min(5.0, max(0.1, deadline - time.monotonic())))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+                state = self.state()
+                if not state["Running"] and job not in queue.results:
+                    self.save_logs()
+                    tail = (self.log_dir / "worker.err").read_text(errors="replace")[-3000:]
+                    raise AssertionError(
+                        f"container exited ({state['ExitCode']}) before answering {job}:\n{tail}"
+                    ) from None
+
     def remove(self) -> None:
         subprocess.run([DOCKER, "rm", "-f", self.name], capture_output=True, check=False)
 
@@ -191,11 +210,11 @@ def ready(image, tiny_model, tmp_path_factory):
         early = queue.submit({"openai_route": "/v1/models"})
         env = worker_env(queue, MODEL_NAME="/models/tiny", OPENAI_SERVED_MODEL_NAME_OVERRIDE=SERVED)
         with container(image, log_dir, env, "--shm-size", "1g", *_mount(tiny_model)) as box:
-            yield {"queue": queue, "box": box, "early": queue.wait_done(early, START_S)}
+            yield {"queue": queue, "box": box, "early": box.answer(queue, early)}
 
 
 def test_ready_answers_models(ready):
-    models = ready["early"]["output"]
+    (models,) = ready["early"]["output"]
     assert [m["id"] for m in models["data"]] == [SERVED]
 
 
@@ -206,7 +225,7 @@ def test_ready_answers_chat(ready):
             "openai_input": {"messages": CHAT, "max_tokens": 5},
         }
     )
-    output = ready["queue"].wait_done(job, 120)["output"]
+    (output,) = ready["queue"].wait_done(job, 120)["output"]
     assert output["object"] == "chat.completion" and output["choices"][0]["message"]["role"]
 
 
@@ -243,7 +262,7 @@ def test_permanent_failure_answers_every_job_and_stays_up(image, tiny_model, tmp
         jobs = [queue.submit({"openai_route": "/v1/models"}) for _ in range(3)]
         env = worker_env(queue, MODEL_NAME="/models/tiny", MAX_MODEL_LEN="8192")
         with container(image, tmp_path, env, "--shm-size", "1g", *_mount(tiny_model)) as box:
-            errors = [_error(queue.wait_done(job, START_S)) for job in jobs]
+            errors = [_error(box.answer(queue, job)) for job in jobs]
             assert box.state()["Running"]
             assert box.stop() == 0
     for error in errors:
@@ -271,9 +290,8 @@ def test_docker_default_shm_is_named_transient_and_the_breaker_stops_restarts(
             assert len(answered) == 1
             shm = _error(queue.results[answered[0]])
             docker("start", box.name)  # a restart: the same container and its disk
-            (waiting,) = set(first) - set(answered)
-            again = [waiting, queue.submit({"prompt": "c"})]
-            stopped = [_error(queue.wait_done(j, START_S)) for j in again]
+            again = [queue.submit({"prompt": "c"}), queue.submit({"prompt": "d"})]
+            stopped = [_error(box.answer(queue, j)) for j in again]
             assert box.state()["Running"]
             assert box.stop() == 0
     assert shm["type"] == "prestart_failed"
@@ -311,14 +329,14 @@ def test_baked_model_is_served_with_the_hub_offline(image, hub, pip_secrets, tmp
         env = worker_env(queue, HF_ENDPOINT=hub.url)
         del env["HF_HUB_OFFLINE"]
         with container(BAKED_IMAGE, tmp_path, env, "--shm-size", "1g") as box:
-            listed = queue.wait_done(models, START_S)["output"]
+            (listed,) = box.answer(queue, models)["output"]
             chat = queue.submit(
                 {
                     "openai_route": "/v1/chat/completions",
                     "openai_input": {"messages": CHAT, "max_tokens": 3},
                 }
             )
-            answer = queue.wait_done(chat, 120)["output"]
+            (answer,) = queue.wait_done(chat, 120)["output"]
             assert box.stop() == 0
     assert [m["id"] for m in listed["data"]] == [BAKED_REPO]  # clients keep the repo id
     assert answer["object"] == "chat.completion"
