@@ -4,7 +4,11 @@ Memory is bounded by the window (recent lines kept for the tail and context), ne
 by the size of the log. Priority decides between rules: the rule that comes first
 in the pack wins, and among its matches the first occurrence is the evidence. When
 vLLM reports it is ready, earlier matches are dropped (they did not stop it); after
-a requested shutdown, generic wrapper errors are ignored.
+a requested shutdown, generic wrapper errors are ignored. After ready, a rule marked
+``before_ready`` (a bare exception line: a failed request) names the cause only once
+vLLM exited, and a traceback no longer ends the start; a start marker after ready
+begins a new start. A traceback whose header was cut off (an elided paste) is known
+by its frame, ``raise`` and position-marker lines.
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ class Classifier:
         self._stopping = False
         self._ids: list[int] = []
         self._traceback: int | None = None  # line of a traceback start after the last ready
+        self._late: _Hit | None = None  # a before_ready rule matched after ready
+        self._context: dict[str, str] = {}  # named captures of phase markers (the version)
         self._wrapped: _Wrapped | None = None
 
     def feed(self, raw: str, lineno: int | None = None) -> State | None:
@@ -111,13 +117,23 @@ class Classifier:
             pattern = patterns[index]
             if pattern.kind == "traceback":
                 self._frames.clear()
-                if not self._stopping:
+                if not self._stopping and self.phase is not State.READY:
+                    self._traceback = self.lines
+            elif pattern.kind == "traceback_body":
+                # A traceback whose header was cut off: its first line seen counts.
+                if (
+                    self._traceback is None
+                    and not self._stopping
+                    and self.phase is not State.READY
+                    and pattern.regex.search(text)
+                ):
                     self._traceback = self.lines
             elif pattern.kind == "frame":
                 self._frames.add(pattern.owner)
             elif pattern.kind == "after":
                 self._after.add(pattern.owner)
-            elif pattern.kind == "phase" and pattern.regex.search(text):
+            elif pattern.kind == "phase" and (found := pattern.regex.search(text)):
+                self._context.update({k: v for k, v in found.groupdict().items() if v})
                 changed = self._enter(self.pack.phases[pattern.owner].phase) or changed
             elif pattern.kind == "rule" and pattern.regex.search(text):
                 self._consider(self.pack.rules[pattern.owner], clean, text)
@@ -179,6 +195,8 @@ class Classifier:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
         if self._best is not None:
             return self._render(self._best)
+        if self._late is not None and (exited or exit_code is not None):
+            return self._render(self._late)
         if self._traceback is not None and not (exited or exit_code is not None):
             # A paste that stops inside (or right after) a traceback: no exception line
             # was seen, and no ready marker followed. A failure, not a start under way.
@@ -223,10 +241,14 @@ class Classifier:
             self._stopping = True
             return None
         state = PHASES[name]
+        if state is State.STARTING and self.phase is not State.READY:
+            return None  # the start under way announcing itself: nothing changes
+        if state is State.STARTING:
+            self._late = None  # a new start after a ready one: judged afresh
         self._traceback = None  # the start went on after any traceback seen so far
         if state is State.READY:
             # Whatever matched before did not stop vLLM from serving.
-            self._best = self._collecting = None
+            self._best = self._collecting = self._late = None
             self._stopping = False
         if state is self.phase:
             return None
@@ -241,6 +263,12 @@ class Classifier:
         if rule.after and rule.priority not in self._after:
             return
         if self._best is not None and self._best.rule.priority <= rule.priority:
+            return
+        if rule.before_ready and self.phase is State.READY:
+            # A bare error after ready (a failed request) is not the end of vLLM; it
+            # only names the cause once vLLM exited.
+            if self._late is None:
+                self._late = _Hit(rule, line or self.lines, _stored(clean), _stored(text))
             return
         self._best = self._collecting = _Hit(
             rule, line or self.lines, _stored(clean), _stored(text)
@@ -264,7 +292,8 @@ class Classifier:
 
     def _render(self, hit: _Hit) -> Diagnosis:
         evidence = Evidence(hit.line, self.redact(hit.raw))
-        return render_rule(hit.rule, self._captures(hit), evidence, self.redact)
+        captured = {**self._context, **self._captures(hit)}
+        return render_rule(hit.rule, captured, evidence, self.redact)
 
     def _line_evidence(self, lineno: int) -> Evidence | None:
         for line, text in self.recent:

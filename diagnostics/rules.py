@@ -43,18 +43,29 @@ _RULE_KEYS = {
     "transient_if",
 }
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
-_WHEN_KEYS = {"traceback_through", "after"}
+_WHEN_KEYS = {"traceback_through", "after", "before_ready"}
 _PHASE_KEYS = {"phase", "patterns", "note"}
 _FILE_KEYS = {"rules", "phases"}
 # Progress markers: "stopping" marks a requested shutdown, after which generic
-# wrapper errors (EngineDeadError...) are expected and not a failure.
+# wrapper errors (EngineDeadError...) are expected and not a failure; "starting" marks
+# the start of a start (a new one when it follows a ready marker).
 PHASES = {
+    "starting": State.STARTING,
     "downloading": State.DOWNLOADING,
     "loading": State.LOADING,
     "ready": State.READY,
     "stopping": None,
 }
 TRACEBACK_START = r"Traceback \(most recent call last\)"
+# Lines only a Python traceback prints: a frame (standard or IPython), the code line of
+# a raise, the position markers of Python 3.11+. They show a traceback whose header
+# was cut off (an elided paste).
+TRACEBACK_BODY = (
+    r'^\s*File "[^"]+", line \d+, in ',
+    r"^\s*File [~/.\w][^\s:]*\.py:\d+, in ",
+    r"^\s+raise [A-Za-z_][\w.]*(?:\(|$)",
+    r"^\s+~*\^+[~^]*$",
+)
 
 
 class RulePackError(Exception):
@@ -73,6 +84,7 @@ class Rule:
     source: str
     traceback_through: tuple[Regex, ...] = ()
     after: tuple[Regex, ...] = ()
+    before_ready: bool = False  # after a ready marker, counts only once vLLM exited
     defaults: Mapping[str, str] = field(default_factory=dict)
     generic: bool = False
     transient_if: TransientIf | None = None
@@ -89,7 +101,7 @@ class Phase:
 class Pattern:
     """One entry of the Hyperscan database and what it stands for."""
 
-    kind: str  # "rule" | "phase" | "traceback" | "frame" | "after"
+    kind: str  # "rule" | "phase" | "traceback" | "traceback_body" | "frame" | "after"
     owner: int  # index into rules / phases; unused for "traceback"
     regex: Regex
 
@@ -109,6 +121,8 @@ class RulePack:
             self.patterns += [Pattern("frame", rule.priority, rx) for rx in rule.traceback_through]
             self.patterns += [Pattern("after", rule.priority, rx) for rx in rule.after]
         self.patterns.append(Pattern("traceback", -1, Regex(TRACEBACK_START)))
+        # Owner past every rule: only needed while no failure matched.
+        self.patterns += [Pattern("traceback_body", len(rules), Regex(rx)) for rx in TRACEBACK_BODY]
         try:
             self.database = _compile(self.patterns)
             # Per-line matching only needs which patterns hit, once each.
@@ -310,6 +324,9 @@ def _rule(raw: object, file: str, index: int, priority: int) -> Rule:
         else ()
     )
     after = _regexes(when["after"], where, "when.after") if "after" in when else ()
+    before_ready = when.get("before_ready", False)
+    if not isinstance(before_ready, bool):
+        raise RulePackError(f"{where}: field when.before_ready: must be true or false")
     defaults = raw.get("defaults") or {}
     if not isinstance(defaults, dict) or not all(isinstance(v, str) for v in defaults.values()):
         raise RulePackError(f"{where}: field defaults: must map capture names to strings")
@@ -338,6 +355,7 @@ def _rule(raw: object, file: str, index: int, priority: int) -> Rule:
         source=file,
         traceback_through=through,
         after=after,
+        before_ready=before_ready,
         defaults=dict(defaults),
         generic=generic,
         transient_if=transient_if,

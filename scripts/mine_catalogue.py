@@ -42,8 +42,11 @@ OUT = ROOT / "fixtures" / "catalogue"
 
 # Start-up code, per project (path regexes relative to the unpacked wheel).
 SCOPE = {
-    "vllm": r"^vllm/(?:engine/|config|model_executor/model_loader/|model_executor/models/"
-    r"(?:registry|__init__)|worker/|executor/|platforms/|entrypoints/(?:openai/api_server|"
+    # 0.1-0.3 kept the loader and weight download in single modules
+    # (model_executor/model_loader.py, weight_utils.py) and served entrypoints/api_server.py.
+    "vllm": r"^vllm/(?:engine/|config|model_executor/(?:model_loader[/.]|weight_utils)|"
+    r"model_executor/models/(?:registry|__init__)|worker/|executor/|platforms/|"
+    r"entrypoints/(?:api_server|openai/api_server|"
     r"openai/cli_args|cli/serve|llm|utils)|v1/(?:engine/|worker/(?:gpu_worker|worker_base)|"
     r"executor/|core/kv_cache_utils)|transformers_utils/(?:config|utils|tokenizer)|"
     r"distributed/(?:parallel_state|device_communicators/(?:shm_broadcast|pynccl))|"

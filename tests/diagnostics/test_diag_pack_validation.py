@@ -145,7 +145,7 @@ def test_files_load_in_name_order(tmp_path):
 def test_the_shipped_pack_loads_without_a_path():
     pack = load_pack()
     assert len(pack.rules) > 20
-    assert {p.phase for p in pack.phases} == {"downloading", "loading", "ready", "stopping"}
+    assert {p.phase for p in pack.phases} == {"starting", "downloading", "loading", "ready", "stopping"}
 
 
 def test_catastrophic_user_pattern_runs_in_linear_time(tmp_path):
