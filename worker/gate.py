@@ -62,6 +62,8 @@ class JobGate:
             while not self.supervisor.settled.wait(0.1):
                 if self.interrupted.is_set():
                     return 0
+            if self.interrupted.is_set():  # stopped while starting: vLLM settled as stopped
+                return 0
             self.value = self._decide()
         # Never change the value once serving: the SDK would stop starting queued jobs
         # while it waits for the jobs in flight to end (its resize), and hang.

@@ -8,8 +8,9 @@ THEN is one of:
 
 * ``hang``          print nothing more, never exit (a stall, or the wait after a fatal line)
 * ``chatter``       print a line every 50 ms, never exit (busy, but never ready)
-* ``serve``         answer ``GET /health`` with 200 on PORT and print vLLM's ready line;
-                    exit 1 when ``/die`` is requested (vLLM dying after ready)
+* ``serve``         answer ``GET /health`` with 200 on PORT (any other GET with JSON
+                    naming the path) and print vLLM's ready line; exit 1 when
+                    ``/die`` is requested (vLLM dying after ready)
 * ``exit:N``        exit with code N
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import http.server
+import json
 import sys
 import threading
 import time
@@ -27,9 +29,13 @@ def _serve(port: int) -> None:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            body = b"" if self.path in ("/health", "/die") else json.dumps({"path": self.path})
+            data = body.encode() if isinstance(body, str) else body
             self.send_response(200)
-            self.send_header("Content-Length", "0")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
+            self.wfile.write(data)
             if self.path == "/die":
                 died.set()
 
