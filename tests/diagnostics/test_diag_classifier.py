@@ -202,3 +202,92 @@ def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
 )
 def test_message_variants(line, rule):
     assert rule_after_exit(line) == rule
+
+
+# Elided pastes: the last lines of a traceback, without its header.
+HEADERLESS = {
+    "frames": [
+        '  File "/usr/lib/python3.10/site-packages/vllm/engine/llm_engine.py", line 120, in '
+        "__init__",
+        "    self._init_cache()",
+    ],
+    "ipython frame": ["File ~/venv/lib/python3.10/site-packages/vllm/entrypoints/llm.py:62, in f"],
+    "raise line": ["...", "    raise RuntimeError(", "[truncated]"],
+    "position markers": ["    self.model_runner.load_model()", "                 ^^^^^^^^^^^^^^"],
+    "prefixed frames": [
+        "(EngineCore_DP0 pid=7) ERROR 11-29 17:20:00 [core.py:708]   File "
+        '"/x/vllm/v1/engine/core.py", line 1, in f',
+    ],
+}
+
+
+@pytest.mark.parametrize("lines", HEADERLESS.values(), ids=HEADERLESS.keys())
+def test_a_traceback_without_its_header_is_a_failure(lines):
+    diagnosis = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert diagnosis.rule == "log-ends-in-traceback"
+    assert not diagnosis.permanent
+
+
+def test_an_exception_line_followed_by_wrappers_is_judged_on_the_exception():
+    diagnosis = (
+        Classifier(PACK)
+        .feed_all(
+            [
+                "ValueError: The model's max seq len (32768) is larger than the maximum number of "
+                "tokens that can be stored in KV cache (13824).",
+                "ERROR 11-29 17:20:00 [core.py:708] EngineCore failed to start.",
+                "RuntimeError: Engine core initialization failed. See root cause above. "
+                "Failed core proc(s): {}",
+            ]
+        )
+        .diagnosis()
+    )
+    assert (diagnosis.category, diagnosis.permanent) == ("kv_cache", True)
+
+
+READY = "INFO:     Application startup complete."
+
+
+def test_a_warning_traceback_before_ready_does_not_survive_ready():
+    classifier = Classifier(PACK)
+    classifier.feed("WARNING 11-29 17:19:30 [x.py:1] Could not load optional kernel:")
+    classifier.feed("Traceback (most recent call last):")
+    classifier.feed('  File "/x/vllm/_custom_ops.py", line 1, in <module>')
+    classifier.feed("KeyError: 'moe_align'")
+    assert classifier.diagnosis().failed
+    classifier.feed(READY)
+    assert classifier.diagnosis().state is State.READY
+
+
+def test_a_failed_request_after_ready_is_not_a_failed_start():
+    classifier = Classifier(PACK)
+    classifier.feed(READY)
+    classifier.feed("ERROR 11-29 17:21:00 [serving_chat.py:1] Error in preprocessing prompt inputs")
+    classifier.feed("Traceback (most recent call last):")
+    classifier.feed('  File "/x/vllm/entrypoints/openai/serving_chat.py", line 1, in f')
+    classifier.feed("ValueError: This model's maximum context length is 4096 tokens.")
+    assert classifier.diagnosis().state is State.READY
+    assert not classifier.failure_seen
+    # Once vLLM exited, the last error it printed names the cause.
+    diagnosis = classifier.diagnosis(exit_code=1)
+    assert diagnosis.rule == "unhandled-exception"
+    assert "maximum context length" in diagnosis.cause
+
+
+def test_a_new_start_after_ready_is_judged_again():
+    classifier = Classifier(PACK)
+    classifier.feed(READY)
+    classifier.feed("INFO 11-29 18:00:00 [api_server.py:1] vLLM API server version 0.9.1")
+    assert classifier.diagnosis().state is State.STARTING
+    classifier.feed("ValueError: something this vLLM rejects")
+    assert classifier.diagnosis().rule == "unhandled-exception"
+
+
+def test_the_version_a_start_announces_names_the_mismatch():
+    server = "INFO 08-04 07:33:53 [api_server.py:1287] vLLM API server version 0.9.1"
+    keyword = "TypeError: AsyncEngineArgs.__init__() got an unexpected keyword argument 'foo'"
+    assert "(0.9.1)" in Classifier(PACK).feed_all([server, keyword]).diagnosis().cause
+    engine = "INFO 11-29 17:19:17 [core.py:1] Initializing a V1 LLM engine (v0.11.0) with config: x"
+    keyword = "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'foo'"
+    assert "(0.11.0)" in Classifier(PACK).feed_all([engine, keyword]).diagnosis().cause
+    assert "not named in the log" in Classifier(PACK).feed_all([keyword]).diagnosis().cause

@@ -1,0 +1,585 @@
+"""Start-up failure wordings across vLLM's history (0.1-0.32), huggingface_hub (0.16 on),
+transformers (4.34 on), torch and ray, each as a paste shows it: the exception line
+alone, with its continuation lines, or the last lines of a traceback without its
+header. Every example is judged failed, with the category and permanence the corpus
+conventions give (../shared/corpus/README.md); no cuda_fault or network wording is
+permanent. Wordings come from the sources the catalogue is mined from
+(scripts/mine_catalogue.py) and from the messages they build at run time."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from diagnostics.rules import load_pack
+from diagnostics.scan import classify_stream
+
+PACK = load_pack()
+
+# (lines of the paste, category, permanent)
+WORDINGS: list[tuple[list[str], str, bool]] = [
+    (
+        [
+            "huggingface_hub.utils._errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-65a1b2c3-0123456789abcdef01234567)",
+            "",
+            "Repository Not Found for url: https://huggingface.co/meta-llama/Llama-2-7b-hf/resolve/main/config.json.",
+            "Please make sure you specified the correct `repo_id` and `repo_type`.",
+            "If you are trying to access a private or gated repo, make sure you are authenticated.",
+            "Invalid username or password.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "huggingface_hub.utils._errors.RepositoryNotFoundError: 404 Client Error. (Request ID: Root=1-6)",
+            "",
+            "Repository Not Found for url: https://huggingface.co/foo/bar/resolve/main/config.json.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "Repository Not Found for url: https://huggingface.co/api/models/foo/bar/revision/main.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: https://huggingface.co/meta-llama/Llama-2-7b-chat-hf/resolve/main/config.json",
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        [
+            "huggingface_hub.utils._errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-65)",
+            "",
+            "Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-2-7b-hf/resolve/main/config.json.",
+            "Repo model meta-llama/Llama-2-7b-hf is gated. You must be authenticated to access it.",
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        [
+            "Cannot access gated repo for url https://huggingface.co/mistralai/Mistral-7B-Instruct-v0.2/resolve/main/config.json.",
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        [
+            "huggingface_hub.utils._errors.GatedRepoError: 403 Client Error. (Request ID: Root=1-6)",
+            "",
+            "Cannot access gated repo for url https://huggingface.co/meta-llama/Meta-Llama-3-8B/resolve/main/config.json.",
+            "Access to model meta-llama/Meta-Llama-3-8B is restricted and you are not in the authorized list. Visit https://huggingface.co/meta-llama/Meta-Llama-3-8B to ask for access.",
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        [
+            "OSError: You are trying to access a gated repo.",
+            "Make sure to request access at https://huggingface.co/meta-llama/Llama-2-7b-hf and pass a token having permission to this repo either by logging in with `huggingface-cli login` or by passing `token=<your_token>`.",
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        [
+            "OSError: meta-llama/Llama-2-7b-hf is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'",
+            "If this is a private repository, make sure to pass a token having permission to this repo either by logging in with `huggingface-cli login` or by passing `token=<your_token>`",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "huggingface_hub.utils._errors.LocalEntryNotFoundError: Connection error, and we cannot find the requested files in the disk cache. Please try again or make sure your Internet connection is on.",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files and it looks like facebook/opt-125m is not the path to a directory containing a file named config.json.",
+            "Checkout your internet connection or see how to run the library in offline mode at 'https://huggingface.co/docs/transformers/installation#offline-mode'.",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "huggingface_hub.utils._errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "OSError: We have no connection or you passed local_files_only, so force_download is not an accepted option.",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "OSError: facebook/opt-125m does not appear to have a file named config.json. Checkout 'https://huggingface.co/facebook/opt-125m/main' for available files.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: /facebook/opt-125m/resolve/main/config.json (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection: [Errno -3] Temporary failure in name resolution'))\"), '(Request ID: 1)')",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "requests.exceptions.ReadTimeout: (ReadTimeoutError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read timeout=10)\"), '(Request ID: 2)')",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "huggingface_hub.utils._errors.HfHubHTTPError: 504 Server Error: Gateway Time-out for url: https://huggingface.co/api/models/foo/bar",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "huggingface_hub.utils._errors.RevisionNotFoundError: 404 Client Error. (Request ID: Root=1)",
+            "",
+            "Revision Not Found for url: https://huggingface.co/api/models/foo/bar/revision/v2.",
+            "Invalid rev id: v2",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "huggingface_hub.utils._errors.EntryNotFoundError: 404 Client Error. (Request ID: Root=1)",
+            "",
+            "Entry Not Found for url: https://huggingface.co/foo/bar/resolve/main/config.json.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "huggingface_hub.utils._validators.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/models/llama/'. Use `repo_type` argument if needed.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "KeyError: 'mistral'",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            '  File "/usr/local/lib/python3.10/dist-packages/transformers/models/auto/configuration_auto.py", line 710, in __getitem__',
+            "    raise KeyError(key)",
+            "KeyError: 'mixtral'",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: The checkpoint you are trying to load has model type `qwen2` but Transformers does not recognize this architecture. This could be because of an issue with the checkpoint, or because your version of Transformers is out of date.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: Loading Qwen/Qwen-7B-Chat requires you to execute the configuration file in that repo on your local machine. Make sure you have read the code there to avoid malicious use, then set the option `trust_remote_code=True` to remove this error.",
+        ],
+        "remote_code",
+        True,
+    ),
+    (
+        [
+            "ValueError: Tokenizer class BaichuanTokenizer does not exist or is not currently imported.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: Unrecognized model in /models/foo. Should have a `model_type` key in its config.json, or contain one of the following strings in its name: albert, bart",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "ValueError: `rope_scaling` must be a dictionary with with two fields, `type` and `factor`, got {'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192, 'rope_type': 'llama3'}",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 172.00 MiB (GPU 0; 22.19 GiB total capacity; 21.31 GiB already allocated; 117.50 MiB free; 21.37 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; 13.20 GiB already allocated; 1.47 GiB free; 13.22 GiB reserved in total by PyTorch)",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: CUDA error: out of memory",
+            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1251, unhandled cuda error, NCCL version 2.14.3",
+            "ncclUnhandledCudaError: Call to CUDA function failed.",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: NCCL Error 1: unhandled cuda error",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "[Mon Jan  8 10:00:00 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: CUDA error: device-side assert triggered",
+            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: No CUDA GPUs are available",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+            "\tclass_name: RayWorkerVllm",
+            "\tactor_id: 1a2b3c",
+            "\tpid: 1234",
+            "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+            "Memory on the node (IP: 10.0.0.1, ID: abc) where the task (actor ID: def, name=RayWorkerVllm.__init__, pid=1234) was running was 30.5GB / 31.2GB (0.97), which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: 123) because it was the most recently scheduled task.",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the problem, check the logs for the dead worker. RayTask ID: ff Worker ID: aa Node ID: bb Worker IP address: 10.0.0.1 Worker port: 1 Worker PID: 2 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage.",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on this node or reducing task parallelism",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "INFO 01-10 12:00:00 llm_engine.py:70] Initializing an LLM engine with config: model='mistralai/Mistral-7B-v0.1'",
+            "Killed",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (13824). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+        ],
+        "kv_cache",
+        True,
+    ),
+    (
+        [
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+        ],
+        "kv_cache",
+        True,
+    ),
+    (
+        [
+            "ValueError: User-specified max_model_len (32768) is greater than the derived max_model_len (max_position_embeddings=4096 or model_max_length=None in model's config.json). This may lead to incorrect model outputs or CUDA errors. Make sure the value is correct and within the model context size.",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ValueError: Model architectures ['QWenLMHeadModel'] are not supported for now. Supported architectures: ['AquilaModel', 'BaiChuanForCausalLM', 'LlamaForCausalLM']",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: Quantization method specified in the model config (gptq) does not match the quantization method specified in the `quantization` argument (awq).",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ValueError: The quantization method awq is not supported for the current GPU. Minimum capability: 75. Current capability: 70.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 80. Current capability: 75.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: Total number of attention heads (40) must be divisible by tensor parallel size (3).",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ValueError: Total number of hidden layers (30) must be divisible by pipeline parallel size (4).",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ValueError: Unknown quantization method: gguf. Must be one of ['awq', 'gptq', 'squeezellm'].",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: awq quantization is currently not supported in ROCm.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: Unknown dtype: bfloat32",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ValueError: Ray is not installed. Please install Ray to use distributed serving.",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "usage: api_server.py [-h] [--host HOST] [--port PORT] [--model MODEL]",
+            "api_server.py: error: unrecognized arguments: --max-num-batched-tokens-foo 4096",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "usage: vllm serve [-h] [--model MODEL]",
+            "vllm serve: error: argument --dtype: invalid choice: 'fp8' (choose from 'auto', 'half', 'float16', 'bfloat16', 'float', 'float32')",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "api_server.py: error: argument --quantization/-q: invalid choice: 'gguf' (choose from 'awq', 'gptq', 'squeezellm', None)",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "api_server.py: error: argument --max-model-len: invalid int value: '8k'",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ERROR 11-29 17:20:00 [core.py:708] EngineCore failed to start.",
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            '  File "/usr/lib/python3.10/site-packages/vllm/engine/llm_engine.py", line 120, in __init__',
+            "    self._init_cache()",
+            '  File "/usr/lib/python3.10/site-packages/vllm/engine/llm_engine.py", line 200, in _init_cache',
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "...",
+            '  File "/x/vllm/worker/worker.py", line 1, in f',
+            "    raise RuntimeError(",
+            "[truncated]",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "SystemExit: 1",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "AssertionError",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "ZeroDivisionError: division by zero",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            '  File "/x/vllm/worker/worker.py", line 1, in f',
+            "    self.model_runner.load_model()",
+            "                     ^^^^^^^^^^^^^^^^^^^^^",
+        ],
+        "other",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "category", "permanent"), WORDINGS, ids=[w[0][0][:60] for w in WORDINGS]
+)
+def test_wording_is_judged_on_its_evidence(lines, category, permanent):
+    diagnosis = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert diagnosis.failed, "a failure paste must never read as a start under way"
+    assert (str(diagnosis.category), diagnosis.permanent) == (category, permanent), diagnosis.rule
+
+
+def test_transient_categories_are_never_permanent_in_the_pack():
+    for rule in PACK.rules:
+        if str(rule.category) in ("cuda_fault", "network"):
+            assert not rule.permanent, rule.id
