@@ -567,6 +567,46 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    (
+        [
+            "OSError: Can't load tokenizer for 'foo/bar'. If you were trying to load it from "
+            "'https://huggingface.co/models', make sure you don't have a local directory with the "
+            "same name. Otherwise, make sure 'foo/bar' is the correct path to a directory "
+            "containing all relevant files for a LlamaTokenizerFast tokenizer.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "OSError: Error no file named pytorch_model.bin, model.safetensors, tf_model.h5, "
+            "model.ckpt.index or flax_model.msgpack found in directory /models/x.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: Data processing error: CAS service error : Reqwest Error: HTTP status "
+            "server error (503 Service Unavailable), domain: https://cas-server.xethub.hf.co/x",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: Failed to load the model config. If the model is a custom model not "
+            "yet available in the HuggingFace transformers library, consider setting "
+            "`trust_remote_code=True` in LLM or using the `--trust-remote-code` flag in the CLI.",
+        ],
+        "remote_code",
+        True,
+    ),
+    (
+        ["vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already."],
+        "other",
+        False,
+    ),
 ]
 
 
