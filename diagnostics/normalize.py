@@ -37,6 +37,8 @@ _PREFIXES = re.compile(
     | [\w.\-]{1,64}(?:-\d+)?\s+\|\s                                 # docker compose service |
     | \((?:[\w:.\-]+(?:\ [\w=.:\-]+)*\ )?pid=\d+(?:,\ ip=[\w.:\-]+)?\)\s*  # (EngineCore_DP0 pid=1)
     | \[rank\d+\]:\s*                                               # torch distributed
+    | \((?:raylet|gcs_server|autoscaler|dashboard\w*)(?:,\ ip=[\w.:\-]+)?\)\s*  # ray daemons
+    | E\ {3,}(?=\S)                                                 # pytest failure lines
     | \[pod/[\w.\-]+/[\w.\-]+\]\s                                     # kubectl logs --prefix
     | (?:>[ \t]?)+                                                  # quoted in a reply ("> ")
     | \s{0,6}\d{1,6}(?:[ \t]*[|\u2502][ \t]?|:[ \t]|\t)                 # pasted line numbers

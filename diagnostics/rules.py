@@ -63,6 +63,8 @@ TRACEBACK_START = r"Traceback \(most recent call last\)"
 TRACEBACK_BODY = (
     r'^\s*File "[^"]+", line \d+, in ',
     r"^\s*File [~/.\w][^\s:]*\.py:\d+, in ",
+    r"^\s*Cell In\[\d+\], line \d+",
+    r"^-+> +\d+ ",
     r"^\s+raise [A-Za-z_][\w.]*(?:\(|$)",
     r"^\s+~*\^+[~^]*$",
 )

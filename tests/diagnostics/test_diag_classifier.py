@@ -211,6 +211,7 @@ HEADERLESS = {
         "__init__",
         "    self._init_cache()",
     ],
+    "ipython cell": ["Cell In[3], line 1", "----> 1 llm = LLM(model='x')"],
     "ipython frame": ["File ~/venv/lib/python3.10/site-packages/vllm/entrypoints/llm.py:62, in f"],
     "raise line": ["...", "    raise RuntimeError(", "[truncated]"],
     "position markers": ["    self.model_runner.load_model()", "                 ^^^^^^^^^^^^^^"],
@@ -291,3 +292,33 @@ def test_the_version_a_start_announces_names_the_mismatch():
     keyword = "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'foo'"
     assert "(0.11.0)" in Classifier(PACK).feed_all([engine, keyword]).diagnosis().cause
     assert "not named in the log" in Classifier(PACK).feed_all([keyword]).diagnosis().cause
+
+
+# Other shapes an exception line comes in.
+SHAPES = {
+    "pytest failure line": (
+        "E       ValueError: The model's max seq len (32768) is larger than the maximum number "
+        "of tokens that can be stored in KV cache (13824).",
+        "kv_cache",
+    ),
+    "pytest summary": (
+        "FAILED tests/test_x.py::test_start[model] - RuntimeError: something unnamed",
+        "other",
+    ),
+    "ray daemon prefix": (
+        "(raylet) KeyError: 'mistral'",
+        "model_requirement",
+    ),
+    "ray remote exception": (
+        "ray.exceptions.RayTaskError(ValueError): ray::RayWorkerWrapper.execute_method() (pid=1)",
+        "other",
+    ),
+    "system exit": ("SystemExit: 1", "other"),
+}
+
+
+@pytest.mark.parametrize(("line", "category"), SHAPES.values(), ids=SHAPES.keys())
+def test_an_exception_line_in_any_shape_is_a_failure(line, category):
+    diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+    assert diagnosis.failed
+    assert str(diagnosis.category) == category, diagnosis.rule
