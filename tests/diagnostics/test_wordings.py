@@ -607,6 +607,31 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # processes that died: container exits, the kernel's OOM killer, crashes on a signal
+    (["vllm-1 exited with code 137"], "oom", True),
+    (
+        ["  Last State:     Terminated", "    Reason:       OOMKilled", "    Exit Code:    137"],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "[12345.678] Out of memory: Killed process 1234 (python3) total-vm:123456kB, anon-rss:1kB"
+        ],
+        "oom",
+        True,
+    ),
+    (["Segmentation fault (core dumped)"], "other", False),
+    (["Fatal Python error: Segmentation fault"], "other", False),
+    (["*** SIGSEGV received at time=1700000000 on cpu 3 ***"], "other", False),
+    (
+        [
+            "terminate called after throwing an instance of 'c10::Error'",
+            "  what():  CUDA error: an illegal memory access was encountered",
+        ],
+        "cuda_fault",
+        False,
+    ),
 ]
 
 
