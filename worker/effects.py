@@ -34,6 +34,7 @@ class WorkerEffects:
         self.ready_line_at: float | None = None  # the output's first ready marker
         self.on_died: Callable[[], None] | None = None
         self.observers: list[Callable[[State], None]] = []
+        self.summary_extra: dict[str, float] = {}  # e.g. preflight_s, for vllm.cold_start
 
     def state_changed(self, source: State, dest: State) -> None:
         spent = self.cold_start.enter(dest.value, self.clock())
@@ -54,7 +55,7 @@ class WorkerEffects:
         if self.breaker is not None:
             self.breaker.cleared()
         now = self.clock()
-        fields = self.cold_start.summary(now)
+        fields = {**self.cold_start.summary(now), **self.summary_extra}
         if self.ready_line_at is not None:
             fields["ready_after_startup_line_ms"] = round((now - self.ready_line_at) * 1000, 1)
         log.info("vllm.cold_start", **fields)

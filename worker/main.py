@@ -3,7 +3,8 @@
 Order of events:
 1. read settings and the rule pack (a bad setting → failed-permanent without starting
    vLLM; a broken rule pack → exit 3);
-2. start the supervisor thread (vLLM starts), handling SIGTERM/SIGINT ourselves until
+2. start the supervisor thread (the pre-flight, worker.preflight, may settle the start as
+   failed before vLLM is spawned; else vLLM starts), handling SIGTERM/SIGINT ourselves until
    the SDK takes them over: no job is taken while vLLM starts, so jobs stay queued on
    the platform;
 3. hand the main thread to the RunPod SDK at once; its concurrency modifier (the
@@ -20,10 +21,11 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Mapping
 
 import structlog
 
-from diagnostics import RulePackError, load_pack
+from diagnostics import RulePack, RulePackError, load_pack
 from diagnostics.redact import Redactor
 from worker import logs
 from worker.errors import ConfigError
@@ -32,6 +34,7 @@ from worker.handler import make_handler
 from worker.lb import serve as lb
 from worker.lb.mode import Mode, read_endpoint
 from worker.machine import WorkerState
+from worker.preflight import PreflightResult, run_preflight
 from worker.proxy import VllmProxy
 from worker.settings import Settings, fallback_settings, load_settings
 from worker.supervisor import Supervisor, config_failure, secrets_of
@@ -56,7 +59,8 @@ def main() -> int:
     for warning in settings.warnings:
         log.warning("worker.config_warning", warning=warning)
     failure = config_failure(config_error.var, config_error.message) if config_error else None
-    supervisor = Supervisor(settings, pack, env, config_failure=failure)
+    preflight = _preflight(settings, pack) if settings.preflight and failure is None else None
+    supervisor = Supervisor(settings, pack, env, config_failure=failure, preflight=preflight)
 
     interrupted = threading.Event()
     main_pid = os.getpid()
@@ -74,11 +78,12 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    # The SDK logs every job's output at DEBUG; keep its log to what operators need. Set
+    # before the supervisor starts: its pre-flight may import the SDK (its host checks).
+    os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
     supervisor.start()
     if endpoint.mode is Mode.LB:  # a load-balancing endpoint: serve HTTP, no job queue
         return lb.run(supervisor, settings, endpoint, interrupted)
-    # The SDK logs every job's output at DEBUG; keep its log to what operators need.
-    os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
     from worker import intake  # imports runpod (~1.5 s): while vLLM starts, not after ready
     grace = settings.shutdown_grace_s + 5
 
@@ -125,6 +130,24 @@ def main() -> int:
         supervisor.request_stop()
         supervisor.wait_stopped(grace)
     return EXIT_TRANSIENT if supervisor.state is WorkerState.FAILED_TRANSIENT else EXIT_OK
+
+
+def _preflight(
+    settings: Settings, pack: RulePack
+) -> Callable[[Mapping[str, str]], PreflightResult]:
+    """The pre-flight the supervisor runs with vLLM's environment before the spawn; the
+    SDK's host checks run there only where the SDK would run them (its job loop)."""
+
+    def check(child_env: Mapping[str, str]) -> PreflightResult:
+        return run_preflight(
+            settings,
+            child_env,
+            pack=pack,
+            timeout=settings.preflight_timeout_s,
+            sdk_checks=settings.job_queue,
+        )
+
+    return check
 
 
 def _settings(env: dict[str, str]) -> tuple[Settings, ConfigError | None]:

@@ -84,6 +84,12 @@ SETTINGS: tuple[Setting, ...] = (
             "one-line error.", "rules_path"),
     Setting("VLLM_EXTRA_ARGS", "", p.text,
             "Extra `vllm serve` arguments, split like a shell would and appended last.", None),
+    Setting("PREFLIGHT", "true", p.parse_bool,
+            "false: skip the pre-flight (hub metadata, config.json, fit, disk and the RunPod "
+            "SDK's host checks before vLLM is spawned; docs/preflight.md).", "preflight"),
+    Setting("PREFLIGHT_TIMEOUT", "10", p.seconds(allow_zero=False),
+            "Seconds each hub call of the pre-flight may take; no answer: vLLM is launched.",
+            "preflight_timeout_s"),
     Setting("RUNPOD_WEBHOOK_GET_JOB", "", p.flag,
             "Set by RunPod: the job queue's URL. Without it the worker runs the SDK's local "
             "modes (--rp_serve_api, --test_input).", "job_queue"),
@@ -132,6 +138,8 @@ class Settings:
     crash_loop_ledger_dir: Path | None = None
     rules_path: Path | None = None
     job_queue: bool = False
+    preflight: bool = True
+    preflight_timeout_s: float = 10.0
 
 
 def read(env: Mapping[str, str], name: str) -> Any:

@@ -34,6 +34,7 @@ from worker.crash_loop import CrashLoopBreaker
 from worker.downloads import DownloadWatch, hf_cache_dir, hub_total_bytes
 from worker.effects import WorkerEffects
 from worker.machine import SETTLED, Lifecycle
+from worker.preflight import PreflightResult
 from worker.settings import Settings
 from worker.vllm_process import VllmProcess
 from worker.watchdog import LINGER_AFTER_FATAL_S, Watchdog
@@ -81,6 +82,7 @@ class Supervisor:
         on_settled: Callable[[State], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         timing: Timing | None = None,
+        preflight: Callable[[Mapping[str, str]], PreflightResult] | None = None,
     ):
         self.settings = settings
         self.redact = Redactor(secrets_of(env))
@@ -88,6 +90,7 @@ class Supervisor:
         self.clock, self.timing = clock, timing or Timing()
         self.exit_code: int | None = None
         self._config_failure = config_failure
+        self._preflight = preflight  # judged with vLLM's environment before the spawn
         self._out = passthrough if passthrough is not None else sys.stdout.buffer
         self._loop: asyncio.AbstractEventLoop | None = None
         self._probe: asyncio.Task[None] | None = None
@@ -176,6 +179,8 @@ class Supervisor:
     async def run(self) -> None:
         """Spawn vLLM, read its output to the end, settle by its exit."""
         self._loop = asyncio.get_running_loop()
+        if self._preflight is not None and await self._predicted_failure():
+            return
         cache = hf_cache_dir(self.process.env)
         command = self.redact(" ".join(self.process.argv))
         log.info("vllm.spawning", command=command, hf_cache=str(cache))
@@ -203,6 +208,24 @@ class Supervisor:
                 task.cancel()
             await self.process.kill()  # reap stragglers in the group, even after a clean exit
         self._exited(self.exit_code)
+
+    async def _predicted_failure(self) -> bool:
+        """Run the pre-flight (worker.preflight); True when it settled the start as failed,
+        so vLLM is not spawned. A crash of the pre-flight itself never stops a launch."""
+        assert self._preflight is not None
+        try:
+            result = await asyncio.to_thread(self._preflight, self.process.env)
+        except Exception:
+            log.exception("worker.preflight_crashed")
+            return False
+        summary = result.summary()
+        self.effects.summary_extra["preflight_s"] = summary["preflight_s"]
+        log.info("worker.preflight", **summary)
+        if result.diagnosis is None or self.process.stop_requested:
+            return False
+        self.spawned.set()
+        self._fail(result.diagnosis)
+        return True
 
     def _line(self, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace")

@@ -501,6 +501,11 @@ class _Server(ThreadingHTTPServer):
         self.hub = hub
         super().__init__(address, _Handler)
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that exits with a keep-alive connection open resets it: not an error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class HubServer:
     """Serve ``repos`` (repo id -> local directory) on a free 127.0.0.1 port in a thread.
