@@ -16,8 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.openai_gateway import OpenAIGateway
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import (
+    ROOT,
     build_tiny_model,
     events,
     group_alive,
@@ -271,6 +273,30 @@ def test_hypothesis_inputs_recorded(ready_worker, reliability):
         "each got a structured error or a valid answer; worker never crashed",
         requires=("test_generated_inputs_get_an_answer_or_a_structured_error",),
     )
+
+
+def test_readme_client_examples_run_through_the_gateway(ready_worker, capsys):
+    """The README's OpenAI and Anthropic client block, as written, against this worker
+    through a stand-in for RunPod's OpenAI-compatible gateway."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Calling it", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    with OpenAIGateway(ready_worker["queue"]) as gateway:
+        code = (
+            block.replace("https://api.runpod.ai/v2/<endpoint>", f"{gateway.url}/v2/ep")
+            .replace("<RUNPOD_API_KEY>", "test-key")
+            .replace("<MODEL_NAME>", SERVED)
+        )
+        exec(compile(code, "README.md", "exec"), {})  # raises on any error answer
+        routes = [gateway.queue.job(j).input["openai_route"] for j in gateway.jobs]
+    assert routes == [
+        "/v1/chat/completions",
+        "/v1/chat/completions",
+        "/v1/models",
+        "/v1/responses",
+        "/v1/messages",
+    ]
+    assert capsys.readouterr().out.strip()  # the answer and the stream were printed
 
 
 def test_vllm_killed_with_jobs_in_flight(ready_worker, reliability):
