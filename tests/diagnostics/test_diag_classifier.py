@@ -190,13 +190,13 @@ def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
         # a config.json.
         (
             "ValueError: No supported config format found in mistralai/Mistral-7B-v0.1",
-            "hub-access-refused",
+            "hub-lookup-refused",
         ),
-        ("ValueError: No supported config format found in /models/llama", "repo-not-found"),
+        ("ValueError: No supported config format found in /models/llama", "model-path-not-found"),
         (
             "OSError: Incorrect path_or_model_id: '/models/llama'. Please provide either the "
             "path to a local folder or the repo_id of a model on the Hub.",
-            "repo-not-found",
+            "model-path-not-found",
         ),
     ],
 )
@@ -322,3 +322,20 @@ def test_an_exception_line_in_any_shape_is_a_failure(line, category):
     diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
     assert diagnosis.failed
     assert str(diagnosis.category) == category, diagnosis.rule
+
+
+def test_a_lookup_wrapper_after_a_network_error_is_the_network():
+    # vLLM wraps the failed lookup's exception (chained before it) in its own conclusion.
+    lines = [
+        "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', "
+        "port=443): Max retries exceeded with url: /api/models/org/model (Caused by "
+        "NameResolutionError('Failed to resolve huggingface.co'))",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "ValueError: Invalid repository ID or local directory specified: 'org/model'.",
+    ]
+    diagnosis = Classifier(PACK).feed_all(lines).diagnosis()
+    assert (diagnosis.category, diagnosis.permanent) == ("network", False)
+    alone = Classifier(PACK).feed_all(lines[-1:]).diagnosis()
+    assert (alone.category, alone.rule) == ("model_not_found", "model-path-not-found")
