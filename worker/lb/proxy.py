@@ -18,9 +18,9 @@ stopped                             503, ``type: shutting_down``
 The request body is read whole before it is sent on (requests to vLLM are JSON or small
 uploads); the response is not. While a request is in flight a second task waits for the
 client to go away: a disconnect cancels the upstream request, which closes its
-connection, and vLLM aborts the generation. Upstream failures before the answer started
-get ``worker.answers``' upstream errors (502/503/504); a failure part-way through a
-streamed answer closes the client's connection, so the answer is visibly incomplete.
+connection (vLLM's signal to abort the generation). Upstream failures before the answer
+started get ``worker.answers``' upstream errors (502/503/504); a failure part-way through
+a streamed answer closes the client's connection, so the answer is visibly incomplete.
 """
 
 from __future__ import annotations
