@@ -176,3 +176,21 @@ def test_every_step_is_linear_in_the_line_length(reliability):
         f"the time); slowest {worst / 1e6:.1f} M characters/s ({_STATS['worst_case']})",
         requires=("test_generated_lines_never_break_the_pipeline",),
     )
+
+
+def test_exception_lines_full_of_the_config_rules_words_are_linear():
+    """The review found two config rules ("does not support ... use", "only ... supported")
+    backtracking for 31 s on a 166 KB exception line in Python's re. Lines made of those
+    words without the word that completes a match: RE2 reads each once."""
+    for unit in ("does not support x ", "only a b c d e f g "):
+        small = _cost_line("ValueError: " + unit * (SMALL // len(unit)))
+        large = _cost_line("ValueError: " + unit * (LARGE // len(unit)))
+        assert large <= max(BUDGET_S, 10 * small), (unit, small, large)
+
+
+def _cost_line(line: str) -> float:
+    start = time.process_time()
+    classifier = Classifier(PACK)
+    classifier.feed(line)
+    classifier.diagnosis(exited=True)
+    return time.process_time() - start
