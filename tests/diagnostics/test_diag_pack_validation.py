@@ -145,14 +145,22 @@ def test_files_load_in_name_order(tmp_path):
 def test_the_shipped_pack_loads_without_a_path():
     pack = load_pack()
     assert len(pack.rules) > 20
-    assert {p.phase for p in pack.phases} == {"starting", "downloading", "loading", "ready", "stopping"}
+    assert {p.phase for p in pack.phases} == {
+        "starting",
+        "downloading",
+        "loading",
+        "ready",
+        "stopping",
+    }
 
 
 def test_catastrophic_user_pattern_runs_in_linear_time(tmp_path):
     """(a+)+$ backtracks exponentially in Python's re; RE2 matches it in one pass."""
     from diagnostics.classifier import Classifier
 
-    pack = _pack(tmp_path, "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "(?P<size>(a+)+)$"))
+    pack = _pack(
+        tmp_path, "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "(?P<size>(a+)+)$")
+    )
     classifier = Classifier(pack)
     for line in ["a" * 36 + "!", "a" * 200_000 + "!", "a" * 50]:
         classifier.feed(line)

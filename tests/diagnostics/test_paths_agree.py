@@ -18,9 +18,7 @@ from diagnostics.streams import LineSplitter
 from tests.diagnostics.cases import FIXTURES
 
 PACK = load_pack()
-LOGS = sorted(
-    p for p in FIXTURES.rglob("*.log") if not _looks_reversed(p.read_bytes()[: 1 << 20])
-)
+LOGS = sorted(p for p in FIXTURES.rglob("*.log") if not _looks_reversed(p.read_bytes()[: 1 << 20]))
 PIPE_READ = 65536  # what the worker reads from vLLM's pipe at a time
 
 
