@@ -5,7 +5,7 @@ With real vLLM (CPU build) on the tiny test model, each round measures:
   (a) ready: from the moment the supervisor receives vLLM's "Application startup
       complete" line to ``supervisor.settled`` (state ready). The Supervisor runs in
       this process; its passthrough is a writer that timestamps every line as it
-      arrives, and ``on_settled`` timestamps the settle. The supervisor's own
+      arrives, and a state observer timestamps the settle. The supervisor's own
       ``vllm.cold_start`` field ``ready_after_startup_line_ms`` is reported next to it.
   (b) failed: a failing configuration (MAX_MODEL_LEN=8192, above the tiny model's
       limit) makes vLLM exit; from the exit (seen through a pidfd, independently of
@@ -55,6 +55,7 @@ from tests.support.vllm_env import (  # noqa: E402
     events,
     worker_env,
 )
+from worker.machine import SETTLED  # noqa: E402
 from worker.settings import load_settings  # noqa: E402
 from worker.supervisor import Supervisor  # noqa: E402
 
@@ -141,7 +142,9 @@ def run_supervisor(env: dict[str, str], timeout: float = 600) -> dict:
             pack,
             env,
             passthrough=writer,
-            on_settled=lambda _state: settled_at.append(time.monotonic()),
+        )
+        supervisor.effects.observers.append(
+            lambda state: settled_at.append(time.monotonic()) if state in SETTLED else None
         )
         started = time.monotonic()
         supervisor.run_in_thread()
