@@ -85,7 +85,7 @@ def build(tag: str, pip_secrets: list[str], *args: str) -> None:
     """``docker build`` of the project's Dockerfile, as the README shows it."""
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
     docker(
-        "build", "--network", "host", "-t", tag, *pip_secrets, *args, str(ROOT),
+        "build", "--network", "host", "-t", tag, "--label", LABEL, *pip_secrets, *args, str(ROOT),
         env=env, timeout=900,
     )  # fmt: skip
 
