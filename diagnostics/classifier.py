@@ -95,7 +95,7 @@ class Classifier:
             wrapped = None
         changed = self._match(line)
         if wrapped is not None:
-            self._match_wrapped(wrapped, line)
+            changed = self._match_wrapped(wrapped, line) or changed
         if wrapped_at_width(line):
             self._wrapped = self._carry(wrapped, line)
         return changed
@@ -154,18 +154,28 @@ class Classifier:
         trailing = part[len(part.rstrip()) :]
         return _Wrapped(self.lines, self.lines, part, normalize(line) + trailing, 1)
 
-    def _match_wrapped(self, wrapped: _Wrapped, line: str) -> None:
+    def _match_wrapped(self, wrapped: _Wrapped, line: str) -> State | None:
         """Match a message hard-wrapped at a terminal's width, its parts joined. The
-        continuation is appended as printed: a terminal cuts mid-word and mid-number."""
+        continuation is appended as printed: a terminal cuts mid-word and mid-number.
+        Phase markers count too (a shutdown or ready line cut at the width)."""
         continuation = clean_raw(line)
         clean, text = (wrapped.clean + continuation).rstrip(), wrapped.text + continuation
         patterns = self.pack.patterns
+        changed = None
         for index in sorted(self._scan(text)):
             pattern = patterns[index]
             if pattern.kind == "frame":
                 self._frames.add(pattern.owner)
+            elif pattern.kind == "phase" and (found := pattern.regex.search(text)):
+                # Only a marker the cut split: one either part shows was entered already
+                # (entering ready again would drop a failure on the next line).
+                if pattern.regex.search(wrapped.text) or pattern.regex.search(continuation):
+                    continue
+                self._context.update({k: v for k, v in found.groupdict().items() if v})
+                changed = self._enter(self.pack.phases[pattern.owner].phase) or changed
             elif pattern.kind == "rule" and pattern.regex.search(text):
                 self._consider(self.pack.rules[pattern.owner], clean, text, wrapped.first)
+        return changed
 
     def _collect(self, line: str) -> None:
         """Keep up to two continuation lines after the evidence (terminal wraps)."""

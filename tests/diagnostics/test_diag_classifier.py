@@ -339,3 +339,26 @@ def test_a_lookup_wrapper_after_a_network_error_is_the_network():
     assert (diagnosis.category, diagnosis.permanent) == ("network", False)
     alone = Classifier(PACK).feed_all(lines[-1:]).diagnosis()
     assert (alone.category, alone.rule) == ("model_not_found", "model-path-not-found")
+
+
+def test_a_phase_marker_cut_at_the_terminal_width_counts():
+    marker = (
+        "(EngineCore pid=7754) INFO 11-29 18:32:44 [core.py:1454] [shutdown] EngineCore: "
+        "trigger received signal=SIGTERM"
+    )
+    classifier = Classifier(PACK)
+    classifier.feed(READY)
+    classifier.feed(marker[:80])
+    classifier.feed(marker[80:])
+    classifier.feed("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.")
+    assert classifier.diagnosis().state is State.READY
+
+
+def test_a_ready_line_at_the_width_does_not_drop_the_failure_after_it():
+    ready = "(APIServer pid=7) INFO 11-29 18:32:44 [api_server.py:1] Starting vLLM API server 0 on"
+    classifier = Classifier(PACK)
+    classifier.feed(ready.ljust(120))
+    classifier.feed(
+        "ERROR:    [Errno 98] error while attempting to bind on address: address in use"
+    )
+    assert classifier.diagnosis().rule == "port-in-use"
