@@ -49,10 +49,14 @@ _KEY_VALUE = re2.compile(
 _FLAG_VALUE = re2.compile(r"(?i)(" + SECRET_FLAG_RE + r"[\"']?)([^\s\"']+)", _OPTIONS)
 # Text that ends in a key still waiting for its value (used when cutting).
 _OPEN_KEY = re2.compile(
-    r"(?i)(?:" + _KEY + r"[\"']?\s*[:=]?\s*\[?\s*[\"']?(?:(?:bearer|basic|token|digest)\s*)?"
+    r"(?i)(?:" + _KEY + r"(?:[\"']\s*[:=]?|\s*[:=])\s*\[?\s*[\"']?"
+    r"(?:(?:bearer|basic|token|digest)\s*)?"
     r"|bearer\s*|--(?:[a-z0-9]+-)*" + KEY_WORDS_RE + r"=?\s*[\"']?)$",
     _OPTIONS,
 )
+# A key at the end of the kept text whose ":"/"=" starts the rest ('api_key|': [...]).
+_KEY_AT_END = re2.compile(r"(?i)" + _KEY + r"[\"']?\s*$", _OPTIONS)
+_SEPARATOR_FIRST = re2.compile(r"^[\"']?\s*[:=]", _OPTIONS)
 _NOT_SECRET = frozenset(
     {"", "none", "null", "true", "false", "<redacted>", "***", "?", "...", "bearer", "basic"}
     | {"token", "digest"}
@@ -105,9 +109,9 @@ _SHAPES: tuple[tuple[re2._Regexp, Callable | str], ...] = (
     (_TOKEN_SHAPES, _shape),
     (_URL, r"\1***@"),
     (_AUTHORIZATION, r"\1***"),
-    (_BEARER, r"\1***"),
     (_FLAG_VALUE, _flag_value),
     (_KEY_VALUE, _key_value),
+    (_BEARER, r"\1***"),  # last: its word may be the key of a form above ("Bearer KEY=")
 )
 
 
@@ -158,6 +162,10 @@ def safe_cut(text: str, limit: int, max_backoff: int | None = None) -> int:
             return limit  # one unbroken word longer than max_backoff
         window = text[max(floor, start - _OPEN_KEY_WINDOW) : start]
         opened = _OPEN_KEY.search(window)
+        if (opened is None or opened.start() == opened.end()) and _SEPARATOR_FIRST.search(
+            text[start : start + 8]
+        ):
+            opened = _KEY_AT_END.search(window)
         if opened is None or opened.start() == opened.end():
             return start
         cut = start - (len(window) - opened.start())
@@ -186,6 +194,6 @@ def safe_cut_bytes(data: bytes, limit: int, max_backoff: int) -> int:
     if len(data) <= limit:
         return len(data)
     lo = max(0, limit - max_backoff)
-    window = data[lo : limit + 1].decode("latin-1")  # one character per byte: offsets match
+    window = data[lo : limit + 16].decode("latin-1")  # one character per byte: offsets match
     cut = safe_cut(window, limit - lo)
     return lo + cut if cut > 0 else limit
