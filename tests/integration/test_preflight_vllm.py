@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 from huggingface_hub import constants
@@ -22,6 +23,7 @@ from tests.support.hub_server import Described, HubServer
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import (
     QUIET_ENV,
+    ROOT,
     VLLM_PYTHON,
     events,
     needs_vllm,
@@ -48,7 +50,7 @@ BIG = {  # 141 GB of bf16 weights, described by the hub, never stored or served
     "model-00002-of-00002.safetensors": Described(61 * 10**9, {"BF16": 30_500_000_000}),
 }
 CASES = {  # repo -> (config, rule a failed launch gives, category)
-    "org/gated": (CONFIG, "gated-repo", "gated_model"),
+    "tiny-org/gated-llama": (CONFIG, "gated-repo", "gated_model"),
     "org/frob": (
         {**CONFIG, "architectures": ["FrobForCausalLM"]},
         "architecture-not-supported",
@@ -69,7 +71,7 @@ def hub(tmp_path_factory):
         if repo != "org/big":
             (folder / "model.safetensors").write_bytes(bytes(4096))
         repos[repo] = folder
-    with HubServer(repos, gated={"org/gated"}, described={"org/big": BIG}) as server:
+    with HubServer(repos, gated={"tiny-org/gated-llama"}, described={"org/big": BIG}) as server:
         yield server
 
 
@@ -79,30 +81,58 @@ def _stop(proc):
     return proc.wait(60)
 
 
-@pytest.mark.parametrize("repo", sorted(CASES))
-def test_worker_fails_before_launch_without_vllm_or_a_weight_byte(hub, tmp_path, repo):
+def test_a_model_too_large_fails_before_launch_without_a_weight_byte(hub, tmp_path):
+    """141 GB of weights against this machine's memory (vLLM's CPU build): the worker
+    settles failed-permanent and answers every job; nothing was spawned or downloaded."""
+    repo = "org/big"
     _config, rule, category = CASES[repo]
     before = hub.weight_bytes_served
-    with QueueServer() as queue:
-        env = worker_env(tmp_path, MODEL_NAME=repo, **queue.env())
-        del env["HF_HUB_OFFLINE"]
-        env.update(HF_ENDPOINT=hub.url, MAX_MODEL_LEN="1024", GPU_MEMORY_UTILIZATION="0.5")
-        jobs = [queue.submit({"openai_route": "/v1/models"}) for _ in range(2)]
-        proc = start_worker(env, tmp_path)
-        try:
-            errors = [json.loads(queue.wait_done(j, 60)["error"]) for j in jobs]
-            assert proc.poll() is None  # failed-permanent: stays up
-        finally:
-            assert _stop(proc) == 0
+    errors, seen = _answers(hub, tmp_path, repo, MAX_MODEL_LEN="1024")
     for error in errors:
         assert (error["type"], error["code"]) == ("startup_error", None)
         assert (error["rule"], error["category"]) == (rule, category)
-        assert "before launch" in error["message"]
-    seen = events(tmp_path)
+        assert "GiB per device" in error["message"] and "before launch" in error["message"]
     assert not [e for e in seen if e.get("event") in ("vllm.spawning", "vllm.spawned")]
     preflight = [e for e in seen if e.get("event") == "worker.preflight"]
     assert len(preflight) == 1 and preflight[0]["preflight_verdict"] == rule
     assert hub.weight_bytes_served == before
+
+
+def _answers(hub, tmp_path, repo: str, **extra: str) -> tuple[list[dict], list[dict]]:
+    """The error answers two jobs get from a worker on ``repo``, and its events."""
+    tmp_path.mkdir(exist_ok=True)
+    with QueueServer() as queue:
+        env = worker_env(tmp_path, MODEL_NAME=repo, **queue.env())
+        del env["HF_HUB_OFFLINE"]
+        env.update(HF_ENDPOINT=hub.url, **extra)
+        jobs = [queue.submit({"openai_route": "/v1/models"}) for _ in range(2)]
+        proc = start_worker(env, tmp_path)
+        try:
+            errors = [json.loads(queue.wait_done(j, 60)["error"]) for j in jobs]
+        finally:
+            assert _stop(proc) == 0
+    return errors, events(tmp_path)
+
+
+def test_jobs_get_the_answer_of_a_failed_launch_plus_what_was_measured(hub, tmp_path):
+    """PREFLIGHT=false launches "vLLM" (a stand-in replaying vLLM 0.32's real output for
+    this gated repo); with the pre-flight, the answer is the same, found before launch."""
+    repo = "tiny-org/gated-llama"
+    fixture = ROOT / "fixtures/vllm-0.32/hub-gated.log"
+    replay = f"{sys.executable} -m tests.support.replay_log {fixture} 1"
+    off, off_events = _answers(hub, tmp_path / "off", repo, PREFLIGHT="false", VLLM_COMMAND=replay)
+    on, on_events = _answers(hub, tmp_path / "on", repo, VLLM_COMMAND=replay)
+    assert [e["event"] for e in off_events if e["event"] == "vllm.spawning"] == ["vllm.spawning"]
+    assert not [e for e in off_events if e["event"] == "worker.preflight"]
+    assert not [e for e in on_events if e["event"] == "vllm.spawning"]
+    for launched, predicted in zip(off, on, strict=True):
+        keys = ("type", "code", "category", "rule")
+        assert {k: predicted[k] for k in keys} == {k: launched[k] for k in keys}
+        cause, _, fix = launched["message"].partition(" Accept")
+        assert predicted["message"].startswith(cause + " ")
+        assert predicted["message"].endswith(" Accept" + fix)
+        assert "before launch" in predicted["message"]
+        assert "before launch" not in launched["message"]
 
 
 def test_a_host_failing_the_sdk_checks_answers_one_job_and_exits(tmp_path):
