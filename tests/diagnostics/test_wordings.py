@@ -632,6 +632,23 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # the host's GPU and driver
+    (["NVRM: GPU at PCI:0000:3b:00: GPU-abc has fallen off the bus."], "cuda_fault", False),
+    (
+        ["Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error"],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make "
+            "sure that the latest NVIDIA driver is installed and running."
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (["RuntimeError: NCCL communicator was aborted on rank 0."], "cuda_fault", False),
+    (["Failed to initialize NVML: Driver/library version mismatch"], "cuda_fault", False),
 ]
 
 
