@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from tests.support.vllm_env import (
 )
 from worker.machine import WorkerState
 from worker.settings import load_settings
-from worker.supervisor import Supervisor
+from worker.supervisor import Supervisor, Timing
 
 
 def test_output_flood_is_drained_with_bounded_memory(tmp_path, reliability):
@@ -94,12 +95,22 @@ def test_broken_rule_pack_stops_the_worker_clearly(tmp_path, reliability):
     )
 
 
-@needs_vllm
-@pytest.mark.vllm
 def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
-    model = build_tiny_model(tmp_path / "model")
-    env = worker_env(tmp_path, MODEL_NAME=str(model), VLLM_STALL_TIMEOUT="30")
-    supervisor = Supervisor(load_settings(env), load_pack(), env, passthrough=io.BytesIO())
+    """vLLM stopped (SIGSTOP) while loading: a stand-in that prints a real loading line
+    and keeps printing until it is stopped, so only the stall limit can end the start."""
+    command = [sys.executable, "-m", "tests.support.scripted_vllm"]
+    command += ["--say", "INFO Starting to load model stand-in/model...", "chatter"]
+    env = worker_env(
+        tmp_path,
+        MODEL_NAME="stand-in/model",
+        VLLM_COMMAND=shlex.join(command),
+        VLLM_STALL_TIMEOUT="1",
+        VLLM_SHUTDOWN_GRACE="1",  # a stopped process gets SIGKILL after it
+    )
+    timing = Timing(sample_every_s=0.1)
+    supervisor = Supervisor(
+        load_settings(env), load_pack(), env, passthrough=io.BytesIO(), timing=timing
+    )
 
     def stop_when_loading(state: WorkerState) -> None:
         if state is WorkerState.LOADING:
@@ -107,15 +118,15 @@ def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
 
     supervisor.effects.observers.append(stop_when_loading)
     supervisor.run_in_thread()
-    assert supervisor.settled.wait(300)
+    assert supervisor.settled.wait(60)
     pgid = supervisor.process.pid
     assert supervisor.wait_stopped(60)
     assert supervisor.state is WorkerState.FAILED_TRANSIENT
     assert "stalled while loading" in supervisor.diagnosis.cause
-    assert "VLLM_STALL_TIMEOUT=30" in supervisor.diagnosis.cause
+    assert "VLLM_STALL_TIMEOUT=1" in supervisor.diagnosis.cause
     assert not group_alive(pgid)
     reliability(
-        "vLLM stopped (SIGSTOP) while loading",
+        "vLLM stopped (SIGSTOP) while loading (stand-in)",
         "failed-transient",
         "stall limit names the phase (loading); process group killed",
     )

@@ -1,5 +1,7 @@
-"""The supervisor against real vLLM (CPU build): each failure reproducible here ends in
-the right state and category; a hub download goes downloading → loading → ready."""
+"""The supervisor against real vLLM (CPU build), for what only vLLM shows: two failed
+starts as vLLM prints them today (every recorded failure in fixtures/vllm-0.32 is
+replayed through the supervisor in tests/worker/test_supervisor.py, in seconds), and a
+hub download that goes downloading → loading → ready."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ PACK = load_pack()
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
-    return {v: build_tiny_model(root / v, v) for v in ("ok", "unsupported-arch", "custom-code")}
+    return {"ok": build_tiny_model(root / "ok", "ok")}
 
 
 def _run(env) -> Supervisor:
@@ -37,63 +39,17 @@ def _run(env) -> Supervisor:
 
 
 CASES = [
-    (
-        "unknown-flag",
-        "ok",
-        {"VLLM_EXTRA_ARGS": "--frobnicate 3"},
-        "bad_config",
-        "unrecognized-flag",
-    ),
-    (
-        "max-model-len",
-        "ok",
-        {"MAX_MODEL_LEN": "8192"},
-        "bad_config",
-        "max-model-len-above-model-limit",
-    ),
-    ("unsupported-arch", "unsupported-arch", {}, "model_requirement", "architecture-not-supported"),
-    ("custom-code", "custom-code", {}, "remote_code", "remote-code-required"),
-    (
-        "kv-cache-too-small",
-        "ok",
-        {"MAX_MODEL_LEN": "2048", "KV_CACHE_MEMORY_BYTES": "4096"},
-        "kv_cache",
-        "kv-cache-no-memory",
-    ),
+    ("unknown-flag", {"VLLM_EXTRA_ARGS": "--frobnicate 3"}, "unrecognized-flag"),
+    ("max-model-len", {"MAX_MODEL_LEN": "8192"}, "max-model-len-above-model-limit"),
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "variant", "extra", "category", "rule"), CASES, ids=[c[0] for c in CASES]
-)
-def test_failure_is_diagnosed(tmp_path, models, name, variant, extra, category, rule):
-    env = worker_env(tmp_path, MODEL_NAME=str(models[variant]), **extra)
+@pytest.mark.parametrize(("name", "extra", "rule"), CASES, ids=[c[0] for c in CASES])
+def test_failure_is_diagnosed(tmp_path, models, name, extra, rule):
+    env = worker_env(tmp_path, MODEL_NAME=str(models["ok"]), **extra)
     supervisor = _run(env)
     assert supervisor.state is WorkerState.FAILED_PERMANENT
-    assert (str(supervisor.diagnosis.category), supervisor.diagnosis.rule) == (category, rule)
-
-
-def test_hub_unreachable_is_transient_network(tmp_path):
-    env = worker_env(tmp_path, MODEL_NAME="tiny-org/tiny-llama", HF_ENDPOINT="http://127.0.0.1:9")
-    del env["HF_HUB_OFFLINE"]
-    supervisor = _run(env)
-    assert supervisor.state is WorkerState.FAILED_TRANSIENT
-    assert str(supervisor.diagnosis.category) == "network"
-
-
-@pytest.mark.parametrize(
-    ("repo", "category"),
-    [("tiny-org/gated-llama", "gated_model"), ("tiny-org/missing", "model_not_found")],
-)
-def test_hub_refusals(tmp_path, models, repo, category):
-    with HubServer({"tiny-org/gated-llama": models["ok"]}, gated={"tiny-org/gated-llama"}) as hub:
-        env = worker_env(tmp_path, MODEL_NAME=repo, HF_ENDPOINT=hub.url)
-        del env["HF_HUB_OFFLINE"]
-        supervisor = _run(env)
-    assert supervisor.state is WorkerState.FAILED_PERMANENT
-    assert str(supervisor.diagnosis.category) == category
-    if category == "gated_model":
-        assert "HF_TOKEN" in supervisor.diagnosis.message
+    assert (str(supervisor.diagnosis.category), supervisor.diagnosis.rule) == ("bad_config", rule)
 
 
 def test_download_then_load_then_ready(tmp_path, models):

@@ -8,18 +8,15 @@ import os
 import signal
 import sys
 
-import pytest
-
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import (
     ROOT,
-    build_tiny_model,
     events,
-    needs_vllm,
     start_worker,
     worker_env,
 )
 
+MAX_LEN_FIXTURE = ROOT / "fixtures/vllm-0.32/max-model-len-too-large.log"
 CUDA_FIXTURE = (
     ROOT
     / "fixtures/corpus/cuda_fault/vllm-17344-v085-a100-qwen25vl-72b-awq-profile-illegal-memory-access.log"
@@ -49,12 +46,17 @@ def test_invalid_setting_fails_permanently_before_launch(tmp_path):
     assert not [e for e in events(tmp_path) if e.get("event") == "vllm.spawning"]
 
 
-@needs_vllm
-@pytest.mark.vllm
 def test_permanent_failure_answers_every_job_and_stays_up(tmp_path):
-    model = build_tiny_model(tmp_path / "model")
+    """vLLM's real output of a start with MAX_MODEL_LEN above the model's limit (recorded
+    from vLLM 0.32 here), replayed by a stand-in through the real SDK job loop."""
     with QueueServer() as queue:
-        env = worker_env(tmp_path, MODEL_NAME=str(model), MAX_MODEL_LEN="8192", **queue.env())
+        env = worker_env(
+            tmp_path,
+            MODEL_NAME="stand-in/model",
+            MAX_MODEL_LEN="8192",
+            VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {MAX_LEN_FIXTURE} 1",
+            **queue.env(),
+        )
         jobs = [queue.submit({"openai_route": "/v1/models"}) for _ in range(3)]
         proc = start_worker(env, tmp_path)
         try:

@@ -8,12 +8,14 @@ only vLLM can show stays in tests/integration."""
 from __future__ import annotations
 
 import io
+import json
 import shlex
 import sys
 import threading
 from pathlib import Path
 
 import httpx
+import pytest
 
 from diagnostics import Category, State, load_pack
 from tests.support.vllm_env import ROOT, free_port, group_alive
@@ -154,3 +156,37 @@ def test_the_third_transient_failure_in_a_row_trips_the_breaker(tmp_path):
         _stop(supervisor)
     assert states == [State.FAILED_TRANSIENT, State.FAILED_TRANSIENT, State.FAILED_PERMANENT]
     assert supervisor.diagnosis is not None and supervisor.diagnosis.rule == "crash-loop-breaker"
+
+
+def _recorded() -> list[dict]:
+    manifest = ROOT / "fixtures" / "vllm-0.32" / "manifest.jsonl"
+    rows = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines()]
+    return [row for row in rows if row["category"] != "ok" and row["permanent"] is not None]
+
+
+@pytest.mark.parametrize("row", _recorded(), ids=lambda row: row["file"])
+def test_recorded_vllm_failures_settle_by_their_category(tmp_path, row):
+    """Each failed start recorded from the real vLLM 0.32 (CPU build) here, replayed
+    through the supervisor with its exit code: the state and category the manifest
+    holds. (tests/integration/test_supervisor_vllm.py starts real vLLM for a few.)"""
+    fixture = ROOT / "fixtures" / "vllm-0.32" / row["file"]
+    command = [
+        sys.executable,
+        "-m",
+        "tests.support.replay_log",
+        str(fixture),
+        str(row["exit_code"]),
+    ]
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "MODEL_NAME": "stand-in/model",
+        "VLLM_COMMAND": shlex.join(command),
+        "BASE_PATH": str(tmp_path / "no-volume"),
+    }
+    supervisor = Supervisor(load_settings(env), PACK, env, passthrough=io.BytesIO(), timing=FAST)
+    expected = State.FAILED_PERMANENT if row["permanent"] else State.FAILED_TRANSIENT
+    assert _settle(supervisor) is expected
+    assert supervisor.wait_stopped(30)
+    assert supervisor.diagnosis is not None
+    assert str(supervisor.diagnosis.category) == row["category"]
