@@ -182,6 +182,58 @@ class ViaQueue:
         return [ms for ms, _ in results]
 
 
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes (all their threads)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def session_pids(sid: int) -> list[int]:
+    """The processes of session ``sid`` (vLLM runs in its own session)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                pids.append(int(stat.parent.name))
+    return pids
+
+
+def vllm_pid(log_dir_err: Path) -> int:
+    for line in log_dir_err.read_text(errors="replace").splitlines():
+        if '"vllm.spawned"' in line:
+            return json.loads(line)["pid"]
+    raise RuntimeError("no vllm.spawned event in the worker's log")
+
+
+class CpuMeter:
+    """CPU ms per job of the worker, vLLM and this process, over one arm."""
+
+    def __init__(self, worker: int, vllm: int):
+        self.worker, self.vllm = worker, vllm
+
+    def _now(self) -> tuple[float, float, float]:
+        me = os.times()
+        return cpu_s([self.worker]), cpu_s(session_pids(self.vllm)), me.user + me.system
+
+    def measure(
+        self, arm: Callable[[], list[float]], jobs: int, into: dict, key: str
+    ) -> list[float]:
+        before, started = self._now(), time.perf_counter()
+        samples = arm()
+        after, wall = self._now(), time.perf_counter() - started
+        n = into.setdefault(key, {"jobs": 0, "worker": 0.0, "vllm": 0.0, "bench": 0.0, "wall": 0.0})
+        n["jobs"] += jobs
+        n["wall"] += wall * 1000
+        for name, b, a in zip(("worker", "vllm", "bench"), before, after, strict=True):
+            n[name] += (a - b) * 1000
+        return samples
+
+
 def job_input(body: dict) -> dict:
     return {"openai_route": "/v1/completions", "openai_input": body}
 
@@ -218,8 +270,10 @@ def measure_worker(scaler: str, model: Path, tmp: Path, args: argparse.Namespace
             RUNPOD_DEBUG_LEVEL="INFO",
             **queue.env(f"bench-{scaler}"),
         )
-        with running(SCALERS[scaler], env, tmp / f"worker-{scaler}"):
+        with running(SCALERS[scaler], env, tmp / f"worker-{scaler}") as proc:
             queue.wait_done(queue.submit({"openai_route": "/v1/models"}), 600)
+            meter = CpuMeter(proc.pid, vllm_pid(tmp / f"worker-{scaler}.err"))
+            cpu: dict = {}
             direct = Direct(int(env["VLLM_PORT"]))
             via = ViaQueue(queue, job_input(BODY))
             via_stream = ViaQueue(queue, job_input(STREAM_BODY))
@@ -231,9 +285,17 @@ def measure_worker(scaler: str, model: Path, tmp: Path, args: argparse.Namespace
                 total = args.jobs if concurrency == 1 else args.jobs * 3
                 d: list[float] = []
                 v: list[float] = []
+                n = total // args.rounds
                 for _ in range(args.rounds):
-                    d += closed_loop(concurrency, total // args.rounds, direct.once)
-                    v += via.run(concurrency, total // args.rounds)
+                    d += meter.measure(
+                        lambda c=concurrency, n=n: closed_loop(c, n, direct.once),
+                        n,
+                        cpu,
+                        f"c{concurrency}-direct",
+                    )
+                    v += meter.measure(
+                        lambda c=concurrency, n=n: via.run(c, n), n, cpu, f"c{concurrency}-via"
+                    )
                 out[f"c{concurrency}"] = {"direct": d, "via": v}
             ds: list[float] = []
             vs: list[float] = []
@@ -241,6 +303,10 @@ def measure_worker(scaler: str, model: Path, tmp: Path, args: argparse.Namespace
                 ds += closed_loop(1, args.stream_jobs // args.rounds, direct.first_chunk)
                 vs += via_stream.run(1, args.stream_jobs // args.rounds, first_chunk=True)
             out["stream_c1"] = {"direct": ds, "via": vs}
+            out["cpu_ms_per_job"] = {
+                key: {k: round(v / c["jobs"], 2) for k, v in c.items() if k != "jobs"}
+                for key, c in cpu.items()
+            }
     return out
 
 
@@ -282,6 +348,17 @@ def report(results: dict) -> str:
             f"| {scaler} | {d['p50']} / {d['p99']} | {v['p50']} / {v['p99']} "
             f"| **{v['p50'] - d['p50']:+.1f} / {v['p99'] - d['p99']:+.1f}** |"
         )
+    lines += [
+        "",
+        "| scaler | arm | jobs/s | CPU ms per job: worker / vLLM / benchmark (queue, clients) |",
+        "|---|---|---|---|",
+    ]
+    for scaler in ("event", "sdk"):
+        for key, c in results["workers"][scaler]["cpu_ms_per_job"].items():
+            rate = round(1000 / c["wall"])
+            lines.append(
+                f"| {scaler} | {key} | {rate} | {c['worker']} / {c['vllm']} / {c['bench']} |"
+            )
     return "\n".join(lines)
 
 

@@ -144,9 +144,9 @@ class EventJobScaler(JobScaler):
             if started:
                 # The fetch loop counts a queued job twice (queue and JobsProgress).
                 self._slot_freed.set()
-            if tasks and len(tasks) != last_task_count:
+            if started and len(tasks) != last_task_count:  # as often as jobs start, at most
                 log.info(f"Jobs in progress: {len(tasks)}")
-            last_task_count = len(tasks)
+                last_task_count = len(tasks)
             if not self.is_alive() and not self._fetching and self.jobs_queue.empty():
                 break
             await self._job_queued.wait()
