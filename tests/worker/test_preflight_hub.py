@@ -164,6 +164,8 @@ def test_a_local_folder_or_baked_model_is_judged_without_the_hub(tmp_path):
     assert "FrobForCausalLM" in d.cause
     d = preflight("org/baked", env=env, baked=model, offline=True).diagnosis
     assert d is not None and d.rule == "architecture-not-supported"
+    d = preflight(str(tmp_path / "no-such-model"), env=env).diagnosis
+    assert d is not None and d.rule == "repo-not-found" and "no folder" in d.cause
 
 
 def test_disk_check_compares_the_download_with_free_space(tmp_path):

@@ -44,7 +44,10 @@ def _refusal(exc: Exception, repo_id: str, revision: str | None) -> HubRefusal |
         RevisionNotFoundError,
     )
 
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
+    said = " ".join(str(getattr(exc, "server_message", "") or "").split())
+    if said and said not in first:
+        first = f"{first}: {said}"
     if isinstance(exc, GatedRepoError):
         return HubRefusal("gated", first)
     if isinstance(exc, RepositoryNotFoundError):

@@ -92,7 +92,7 @@ def _hub_prediction(refusal: hub.HubRefusal, req: Request) -> Prediction:
     model = req.model
     if refusal.kind == "gated":
         return Prediction(
-            "gated-repo", {"repo": model}, detail=f"The hub answered: {refusal.detail}"
+            "gated-repo", {"repo": model}, detail=f"The hub answered: {refusal.detail.rstrip('.')}."
         )
     if refusal.kind == "revision-not-found":
         return Prediction(
@@ -100,8 +100,9 @@ def _hub_prediction(refusal: hub.HubRefusal, req: Request) -> Prediction:
             {"model": f"{model}@{req.revision}", "rev": str(req.revision)},
             detail=f"The hub has no revision {req.revision!r} of {model}.",
         )
+    where = "" if refusal.detail.startswith("no folder") else "The hub answered: "
     return Prediction(
-        "repo-not-found", {"model": model}, detail=f"The hub answered: {refusal.detail}"
+        "repo-not-found", {"model": model}, detail=f"{where}{refusal.detail.rstrip('.')}."
     )
 
 
@@ -116,6 +117,8 @@ def read_facts(
     baked = getattr(settings, "baked_model_path", None)
     path = Path(baked) if baked else Path(req.model)
     if baked or path.is_absolute() or path.exists():
+        if not baked and not path.exists():  # not a repo id either: vLLM cannot load it
+            return hub.HubRefusal("repo-not-found", f"no folder {path} in the container")
         return local.read_folder(path)
     if getattr(settings, "offline", False) or _is_true(env.get("HF_HUB_OFFLINE")):
         snapshot = local.cached_snapshot(cache_dir, req.model, req.revision)
