@@ -201,6 +201,22 @@ class Classifier:
         """A failure rule has matched (cheap: no rendering, unlike diagnosis())."""
         return self._best is not None
 
+    @property
+    def best_rule(self) -> Rule | None:
+        """The rule the verdict names now (None: no failure matched since the last ready)."""
+        return None if self._best is None else self._best.rule
+
+    @property
+    def wants_next_line(self) -> bool:
+        """Whether the next line matters even when no pattern hits it: it may continue
+        the evidence, or join a line cut at a terminal's width."""
+        return self._collecting is not None or self._wrapped is not None
+
+    def recall(self, latest: Mapping[str, str]) -> None:
+        """Phase-marker captures (the version...) as of the end of a log of which only
+        some lines were fed (diagnose skips what cannot change the verdict): these win."""
+        self._context.update(latest)
+
     def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
         if self._best is not None:
@@ -251,15 +267,20 @@ class Classifier:
             self._stopping = True
             return None
         state = PHASES[name]
+        assert state is not None  # only "stopping" has none, handled above
         if state is State.STARTING and self.phase is not State.READY:
             return None  # the start under way announcing itself: nothing changes
         if state is State.STARTING:
             self._late = None  # a new start after a ready one: judged afresh
         self._traceback = None  # the start went on after any traceback seen so far
         if state is State.READY:
-            # Whatever matched before did not stop vLLM from serving.
+            # Whatever matched before did not stop vLLM from serving, and nothing seen
+            # before bears on what follows (diagnose reads a log from its last ready
+            # marker on): traceback frames and `after` markers are forgotten too.
             self._best = self._collecting = self._late = None
             self._stopping = False
+            self._frames.clear()
+            self._after.clear()
         if state is self.phase:
             return None
         self.phase = state

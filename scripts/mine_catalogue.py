@@ -51,7 +51,8 @@ SCOPE = {
     r"executor/|core/kv_cache_utils)|transformers_utils/(?:config|utils|tokenizer)|"
     r"distributed/(?:parallel_state|device_communicators/(?:shm_broadcast|pynccl))|"
     r"utils/__init__|utils\.py|envs\.py)",
-    "transformers": r"^transformers/(?:configuration_utils|modeling_rope_utils|tokenization_utils_base|"
+    "transformers": r"^transformers/(?:configuration_utils|modeling_rope_utils|"
+    r"tokenization_utils_base|"
     r"dynamic_module_utils|models/auto/(?:configuration_auto|auto_factory|tokenization_auto)|utils/hub|"
     r"models/llama/configuration_llama)",
     "huggingface_hub": r"^huggingface_hub/(?:errors|utils/_errors|utils/_http|file_download|"
