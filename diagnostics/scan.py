@@ -1,11 +1,13 @@
 """Classify a whole log read from a binary stream, fast and in bounded memory.
 
 The stream is read in blocks; Hyperscan scans each block for every pattern of the
-pack at once, and only the lines it hits (plus the two lines after each, which may
-continue a wrapped message) go through normalisation and the classifier. Lines
-that hold ANSI escape codes are always passed on, since colour codes can split a
-pattern, and so are lines with a lone carriage return (normalising turns it into a
-space). The result is the same as feeding every line to the classifier.
+pack at once, and only the lines that can change the verdict go through
+normalisation and the classifier (:mod:`diagnostics.fastpath`): lines a pattern may
+match, lines with colour codes or a lone carriage return, lines cut at a terminal's
+width, and the lines after one of those while the classifier wants them. A file is
+read from its last ready marker on, found by reading it backwards; a block in which
+nothing can change the verdict any more is skipped unread. The result is the same as
+feeding every line to the classifier.
 
 Memory is bounded and time linear whatever the input: a line longer than
 ``streams.MAX_LINE`` is read as pieces (as the worker reads vLLM's pipe), UTF-16/32
@@ -17,23 +19,20 @@ its first lines and read back to front, through a temporary file, whatever its s
 
 from __future__ import annotations
 
+import codecs
 import re
-from collections.abc import Iterator
 from typing import BinaryIO
 
+from diagnostics import fastpath
 from diagnostics.classifier import Classifier
 from diagnostics.model import Diagnosis
-from diagnostics.normalize import wrapped_line_starts
 from diagnostics.rules import RulePack
-from diagnostics.streams import Piece, blocks, decoded, reversed_lines
+from diagnostics.streams import blocks, decoded, reversed_lines
 
 BLOCK_SIZE = 1024 * 1024
 _DETECT_SIZE = 8 * 1024 * 1024  # how much of a console export the order check reads
-_FOLLOWING = 2
 _RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
 _REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
-# Lines the prefilter cannot judge on their raw bytes: colour codes, a lone CR.
-_ALWAYS_PASSED = re.compile(rb"\x1b|\r(?!\n)")
 
 
 class InputError(Exception):
@@ -41,7 +40,8 @@ class InputError(Exception):
 
 
 def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK_SIZE) -> Diagnosis:
-    first, reader = decoded(stream.read(block_size), stream, block_size)
+    raw = stream.read(block_size)
+    first, reader = decoded(raw, stream, block_size)
     if not first:
         raise InputError("empty input")
     if b"\x00" in first[:65536]:
@@ -55,9 +55,42 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
             # Evidence line numbers refer to the file as given.
             classifier.feed(line.decode("utf-8", "replace"), lineno)
         return classifier.diagnosis()
-    for lineno, line in candidate_lines(blocks(first, reader, block_size), pack):
-        classifier.feed(line, lineno)
+    if reader is stream and _seekable(stream):
+        start = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+        _classify_file(stream, start, classifier, block_size)
+    else:
+        fastpath.classify_blocks(blocks(first, reader, block_size), classifier)
     return classifier.diagnosis()
+
+
+def _seekable(stream: BinaryIO) -> bool:
+    try:
+        return stream.seekable()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _classify_file(stream: BinaryIO, start: int, classifier: Classifier, block_size: int) -> None:
+    """A file (not a pipe): classify from the last ready marker on, which gives the
+    verdict of the whole file (:mod:`diagnostics.fastpath`)."""
+    pack = classifier.pack
+    restart = fastpath.restart_point(stream, start, pack)
+    offset, lines = (restart.offset, restart.lines) if restart is not None else (start, 0)
+
+    def recount(begin: int, end: int) -> int:
+        here = stream.tell()
+        try:
+            return fastpath.count_lines(stream, offset + begin, offset + end)
+        finally:
+            stream.seek(here)
+
+    stream.seek(offset)
+    data = blocks(stream.read(block_size), stream, block_size)
+    fastpath.classify_blocks(data, classifier, lines, recount)
+    names = fastpath.needed_context(classifier)
+    if names:  # the version...: its last value, wherever it is (lines were skipped)
+        end = stream.seek(0, 2)
+        classifier.recall(fastpath.context_before(stream, start, end, pack, names))
 
 
 def _console_head(block: bytes) -> bool:
@@ -79,69 +112,3 @@ def _looks_reversed(block: bytes) -> bool:
     return any(h in head[0] for h in _REVERSED_HINTS) or (
         first_exc is not None and (first_tb == -1 or first_exc.start() < first_tb)
     )
-
-
-def candidate_lines(blocks, pack: RulePack) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every line a pattern could match, in order.
-
-    Each hit line is followed by the next ``_FOLLOWING`` lines, also across a block
-    boundary, so the result does not depend on the block size. A :class:`Piece`
-    block's last newline was added (it cut a long line) and is not counted.
-    """
-    lineno = 0  # lines before ``pos`` (all earlier blocks included)
-    owed = 0  # lines still to send after the last hit (may run into the next block)
-    for block in blocks:
-        size = len(block)
-        hits = _hit_line_starts(block, pack)
-        pos = 0
-        index = 0
-        line_start = 0
-        while True:
-            if owed == 0:
-                if index == len(hits):
-                    break
-                line_start = hits[index]
-            if line_start >= size:
-                break
-            if index < len(hits) and hits[index] == line_start:
-                index += 1
-                owed = _FOLLOWING
-            else:
-                owed -= 1
-            end = block.find(b"\n", line_start)
-            end = size if end < 0 else end
-            lineno += block.count(b"\n", pos, line_start)
-            pos = line_start
-            yield lineno + 1, block[line_start:end].decode("utf-8", "replace")
-            line_start = end + 1
-        lineno += block.count(b"\n", pos) - isinstance(block, Piece)
-
-
-def _hit_line_starts(block: bytes, pack: RulePack) -> list[int]:
-    """Sorted start offsets of the lines that hold a match, an escape or a lone CR."""
-    starts: list[int] = []
-    line_start, line_end = 0, -1  # the line last added, up to and including its newline
-
-    def on_match(_id, _from, to, _flags, _context) -> None:
-        nonlocal line_start, line_end
-        # A match ending exactly at a newline belongs to the line before it.
-        at = to - 1 if to else 0
-        if line_start <= at <= line_end:
-            return  # another match on the same line (patterns ending in .* give many)
-        line_start = block.rfind(b"\n", 0, at) + 1
-        line_end = block.find(b"\n", at)
-        if line_end < 0:
-            line_end = len(block)
-        starts.append(line_start)
-
-    pack.database.scan(block, match_event_handler=on_match)
-    found = _ALWAYS_PASSED.search(block)
-    while found is not None:
-        starts.append(block.rfind(b"\n", 0, found.start()) + 1)
-        nxt = block.find(b"\n", found.start())
-        if nxt < 0:
-            break
-        found = _ALWAYS_PASSED.search(block, nxt)
-    # A message hard-wrapped at a terminal's width may match only once joined.
-    starts += wrapped_line_starts(block)
-    return sorted(set(starts))
