@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from runpod.http_client import ClientSession, TooManyRequests
-from runpod.serverless.modules import rp_job
+
+if TYPE_CHECKING:  # runpod is imported when jobs are fetched: the handler imports this
+    from runpod.http_client import ClientSession  # module, and main imports the handler
+    # before the supervisor (pre-flight, vLLM) starts; the SDK takes ~1.5 s to import.
 
 log = structlog.get_logger("worker.job_fetch")
 
@@ -34,6 +36,9 @@ _TOKENS = re.compile(r'[\[\]{}"\\]')
 
 async def fetch_jobs(session: ClientSession, num_jobs: int = 1) -> list[dict] | None:
     """``rp_job.get_job`` with a parser that never loses a batch to deep nesting."""
+    from runpod.http_client import TooManyRequests
+    from runpod.serverless.modules import rp_job
+
     async with session.get(rp_job._job_get_url(num_jobs)) as response:
         if response.status in (204, 400):  # no jobs; 400 is expected with FlashBoot
             return None
