@@ -48,7 +48,7 @@ def key(expressions: Sequence[bytes], ids: Sequence[int], flags: Sequence[int], 
     digest = hashlib.sha256()
     for part in (
         _MAGIC,
-        hyperscan.__version__.encode(),
+        str(getattr(hyperscan, "__version__", "")).encode(),
         platform.machine().encode(),
         str(mode).encode(),
     ):

@@ -17,6 +17,8 @@ import re
 import hyperscan
 import re2
 
+from diagnostics import dbcache
+
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would print its own complaint to stderr
 _LEADING_FLAGS = re.compile(r"^\(\?([a-zA-Z]+)\)")
@@ -100,14 +102,18 @@ def prefilter_form(pattern: str) -> str:
 
 
 def hyperscan_database(expressions: list[str], single_match: bool = False) -> hyperscan.Database:
-    """A block-mode database of ``expressions`` (ids = their indexes); raises hyperscan.error."""
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    """A block-mode database of ``expressions`` (ids = their indexes); raises hyperscan.error.
+    Read from the disk cache when this exact database was compiled before (dbcache)."""
+    mode = hyperscan.HS_MODE_BLOCK
     # No UTF-8 mode: logs may hold invalid UTF-8, which that mode does not allow.
-    flags = hyperscan.HS_FLAG_ALLOWEMPTY | (hyperscan.HS_FLAG_SINGLEMATCH if single_match else 0)
-    db.compile(
-        expressions=[prefilter_form(e).encode("utf-8") for e in expressions],
-        ids=list(range(len(expressions))),
-        elements=len(expressions),
-        flags=[flags] * len(expressions),
-    )
-    return db
+    flag = hyperscan.HS_FLAG_ALLOWEMPTY | (hyperscan.HS_FLAG_SINGLEMATCH if single_match else 0)
+    compiled = [prefilter_form(e).encode("utf-8") for e in expressions]
+    ids = list(range(len(expressions)))
+    flags = [flag] * len(expressions)
+
+    def build() -> hyperscan.Database:
+        db = hyperscan.Database(mode=mode)
+        db.compile(expressions=compiled, ids=ids, elements=len(ids), flags=flags)
+        return db
+
+    return dbcache.load_or_compile(dbcache.key(compiled, ids, flags, mode), mode, build)
