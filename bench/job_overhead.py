@@ -8,8 +8,8 @@ what ``python -m worker`` runs) and with the SDK's own polling ``JobScaler``.
 
 While each worker serves, rounds alternate between
 
-* direct: 1-token completions straight to the worker's vLLM port (httpx, timed in
-  the client);
+* direct: 1-token completions straight to the worker's vLLM port (a lean asyncio
+  client on kept-alive connections, timed in the client);
 * via the queue: the same request as a job (``openai_route`` /v1/completions), timed
   from the queue's ``submit`` to the worker's job-done POST arriving at the queue;
 
@@ -31,6 +31,7 @@ Not a test: run it under the vLLM lock, on a machine as quiet as you can get,
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -127,6 +128,45 @@ class Direct:
         if not hasattr(self._local, "client"):
             self._local.client = httpx.Client(timeout=300)
         return self._local.client
+
+    def run(self, concurrency: int, total: int) -> list[float]:
+        """Closed loop from one thread: ``concurrency`` kept-alive connections (asyncio,
+        a pre-built request), so the client's own CPU stays far below vLLM's and
+        ``concurrency`` requests really are in flight. Trimmed as ``closed_loop``."""
+        host, port = "127.0.0.1", int(self.url.split(":")[2].split("/")[0])
+        body = json.dumps(BODY).encode()
+        request = (
+            f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        per_client = max(1, total // concurrency)
+
+        async def client() -> list[float]:
+            reader, writer = await asyncio.open_connection(host, port)
+            mine = []
+            try:
+                for _ in range(per_client):
+                    start = time.perf_counter()
+                    writer.write(request)
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = next(
+                        int(line.split(b":", 1)[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    )
+                    await reader.readexactly(length)
+                    mine.append((time.perf_counter() - start) * 1000)
+                    if not head.startswith(b"HTTP/1.1 200"):
+                        raise RuntimeError(f"vLLM answered {head[:40]!r}")
+            finally:
+                writer.close()
+            return mine[1:-1] if concurrency > 1 else mine
+
+        async def all_clients() -> list[float]:
+            results = await asyncio.gather(*(client() for _ in range(concurrency)))
+            return [ms for mine in results for ms in mine]
+
+        return asyncio.run(all_clients())
 
     def once(self) -> float:
         start = time.perf_counter()
@@ -288,7 +328,7 @@ def measure_worker(scaler: str, model: Path, tmp: Path, args: argparse.Namespace
                 n = total // args.rounds
                 for _ in range(args.rounds):
                     d += meter.measure(
-                        lambda c=concurrency, n=n: closed_loop(c, n, direct.once),
+                        lambda c=concurrency, n=n: direct.run(c, n),
                         n,
                         cpu,
                         f"c{concurrency}-direct",
