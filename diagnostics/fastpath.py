@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import hyperscan
 
@@ -286,50 +286,113 @@ class Restart:
     lines: int  # lines before it
 
 
+@dataclass(frozen=True)
+class Plan:
+    """How to read a file: from where, and where reading may stop."""
+
+    restart: Restart | None  # None: from the start
+    quiet_from: int  # no line from here to the end can change any verdict
+
+
 def restart_point(
     stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 << 20
 ) -> Restart | None:
+    """Where classifying ``stream`` can begin with a fresh classifier (see plan)."""
+    return plan(stream, start, pack, chunk).restart
+
+
+def plan(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 << 20) -> Plan:
     """Where classifying ``stream`` (seekable; its text begins at ``start``) can begin
     with a fresh classifier and give the verdict the whole input gives: the last line
     where the classifier enters the ready phase, or the first of the hard-wrapped
-    lines just before it. Read backwards from the end, so a failure after a start
-    costs one block. None when there is no ready marker, or when it sits in a line
-    longer than ``MAX_LINE`` (read as pieces): then the whole input is classified."""
+    lines just before it (restart None when there is no ready marker, or when it sits
+    in a line longer than ``MAX_LINE``). Read backwards from the end, so a failure after
+    a start costs one block. On the way, the blocks after it in which no pattern
+    matches at all (hours of request logs) are found: reading can stop where they
+    begin (``quiet_from``), as reading them again could not change the verdict."""
     scan = scanner(pack)
     pos = stream.seek(0, 2)
-    carry = b""  # the head of the region after this one: it ends the last line read
+    quiet_from = pos  # no line from here on can change a verdict (checked so far)
+    quiet = True  # every region read so far was quiet
+    carry = b""  # the head of the chunk after this one: the end of a line begun here
+    after = b""  # the first lines of the region after this one (joins reach into them)
+    buffer = bytearray(min(chunk, max(pos - start, 0)))
     while pos > start:
         step = min(chunk, pos - start)
         pos -= step
         stream.seek(pos)
-        data = stream.read(step) + carry
-        base = pos
-        if pos > start:
-            cut = data.find(b"\n")
-            if cut < 0:
-                if len(data) > MAX_LINE + chunk:
-                    return None
-                carry = data
+        data = memoryview(buffer)[:step]
+        stream.readinto(data)  # type: ignore[attr-defined]  # binary files all have it
+        head = buffer.find(b"\n", 0, step) + 1 if pos > start else 0
+        if pos > start and not head:  # no line end: all of it continues a longer line
+            carry = bytes(data) + carry
+            quiet = False
+            if len(carry) > MAX_LINE + chunk:
+                return Plan(None, quiet_from)
+            continue
+        if quiet:
+            quiet = _nothing_relevant(b"".join((data[head:], carry, after)), scan, None)
+            if quiet:  # then no ready marker either
+                quiet_from, after = pos + head, _first_lines(buffer, head, step, carry, after)
+                carry = bytes(data[:head])
                 continue
-            carry, data, base = data[: cut + 1], data[cut + 1 :], pos + cut + 1
-        found = _last_ready(data, scan)
+        # The last line (it ends in the next chunk), then the complete lines before it.
+        tail = buffer.rfind(b"\n", 0, step) + 1
+        last = bytes(data[tail:]) + carry
+        found = _last_ready(last, 0, len(last), scan)
+        if found is None:
+            found = _last_ready(buffer, head, tail, scan)
+        else:
+            found = -1 if found < 0 else tail
         if found is not None:
-            # A ready line read as pieces (longer than MAX_LINE): classify everything.
-            return None if found < 0 else _restart_before(stream, start, base + found)
-    return None
+            restart = None if found < 0 else _restart_before(stream, start, pos + found)
+            return Plan(restart, quiet_from)
+        carry = bytes(data[:head])
+    return Plan(None, quiet_from)
 
 
-def _last_ready(region: bytes, scan: Scanner) -> int | None:
-    """Start of the last line of ``region`` on which the classifier enters ready (-1
-    when that line is longer than MAX_LINE)."""
+_JOINED_LINES = 5  # the classifier joins up to 4 cut lines and the line after them
+
+
+def _first_lines(buffer: bytearray, head: int, step: int, carry: bytes, after: bytes) -> bytes:
+    """The first lines (as many as the classifier joins) of buffer[head:step], then
+    ``carry`` and ``after`` (the text that follows it)."""
+    end = head
+    for _ in range(_JOINED_LINES):
+        found = buffer.find(b"\n", end, step)
+        if found < 0:
+            text, end = bytes(buffer[head:step]) + carry + after, 0
+            for _ in range(_JOINED_LINES):
+                end = text.find(b"\n", end) + 1
+                if not end:
+                    return text
+            return text[:end]
+        end = found + 1
+    return bytes(buffer[head:end])
+
+
+def _last_ready(text: bytes | bytearray, lo: int, hi: int, scan: Scanner) -> int | None:
+    """Start of the last line of text[lo:hi] (whole lines) on which the classifier
+    enters ready (-1 when that line is longer than MAX_LINE)."""
     # Lines whose raw bytes hold a ready marker. One that only reads as a marker once
     # cleaned (colour codes inside the words) is missed: the restart is then at an
     # earlier marker, which gives the same verdict, only later.
-    for start in reversed(_line_starts(region, scan.ready)):
-        end = region.find(b"\n", start)
-        line = region[start : end if end >= 0 else len(region)]
+    if scan.ready is None:
+        return None
+    ends: list[int] = []
+    region = cast(bytes, memoryview(text)[lo:hi])  # scanned in place
+    scan.ready.scan(region, match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to))
+    checked = hi
+    for end in sorted(ends, reverse=True):
+        end += lo
+        if end > checked:
+            continue  # in a line already checked
+        start = max(text.rfind(b"\n", lo, max(end - 1, lo)) + 1, lo)
+        line_end = text.find(b"\n", max(end - 1, lo), hi)
+        line = bytes(text[start : line_end if line_end >= 0 else hi])
         if is_ready_line(line, scan):
             return start if len(line) <= MAX_LINE else -1
+        checked = start
     return None
 
 
@@ -491,6 +554,7 @@ def classify_blocks(
     classifier: Classifier,
     first_line: int = 0,
     recount: Callable[[int, int], int] | None = None,
+    stop: int | None = None,
 ) -> Classifier:
     """Feed ``classifier`` the lines of ``blocks`` that can change its verdict
     (numbered from ``first_line`` + 1), as feeding it every line would.
@@ -498,7 +562,8 @@ def classify_blocks(
     ``recount(start, end)``: the line ends between two offsets of the input (from
     where ``blocks`` start); given, the lines of skipped blocks are counted only when
     a later line is fed, so a log that ends without another relevant line is never
-    counted."""
+    counted. ``stop``: an offset from which no line can change the verdict (see
+    plan); reading ends there once the classifier wants no more lines."""
     scan = scanner(classifier.pack)
     pack = classifier.pack
     lineno = first_line  # lines before ``pos`` (all earlier blocks included)
@@ -509,6 +574,8 @@ def classify_blocks(
         size = len(block)
         piece = isinstance(block, Piece)
         start, offset = offset, offset + size - piece
+        if stop is not None and start >= stop and not follow:
+            break
         if not follow and _nothing_relevant(block, scan, _standing(classifier)):
             if recount is None:
                 lineno += block.count(b"\n") - piece
@@ -594,9 +661,15 @@ def _cleaned(block: bytes) -> bytes:
     their ESC) removed; every line keeps its place and its line end."""
     if b"\x1b" in block:
         block = _ANSI.sub(b"", block)
-    if _LOST_ESC_HINT.search(block):
+    if _any_match(block, _hint_database(), None):
         block = _LOST_ESC.sub(b"", block)
     return block
+
+
+@lru_cache(maxsize=1)
+def _hint_database() -> hyperscan.Database:
+    """Finds a colour code that lost its ESC (twice as fast as the re search)."""
+    return _database([_LOST_ESC_HINT.pattern], hyperscan.HS_FLAG_SINGLEMATCH)
 
 
 def _text(block: bytes) -> bytes:
@@ -612,6 +685,9 @@ def _joined(block: bytes) -> bytes:
     cleaned = block
     if b"\r" in cleaned:
         parts = cleaned.split(b"\r")
+        if b"" not in parts[1:-1]:  # no CR follows another: one pass
+            rest = [p if p[:1] == b"\n" else b" " + p for p in parts[1:]]
+            return b"".join([parts[0], *rest]).replace(b"\n", b"")
         out = [parts[0]]
         index, count = 1, len(parts)
         while index < count:

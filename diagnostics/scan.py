@@ -74,7 +74,8 @@ def _classify_file(stream: BinaryIO, start: int, classifier: Classifier, block_s
     """A file (not a pipe): classify from the last ready marker on, which gives the
     verdict of the whole file (:mod:`diagnostics.fastpath`)."""
     pack = classifier.pack
-    restart = fastpath.restart_point(stream, start, pack)
+    plan = fastpath.plan(stream, start, pack, block_size)
+    restart = plan.restart
     offset, lines = (restart.offset, restart.lines) if restart is not None else (start, 0)
 
     def recount(begin: int, end: int) -> int:
@@ -86,7 +87,7 @@ def _classify_file(stream: BinaryIO, start: int, classifier: Classifier, block_s
 
     stream.seek(offset)
     data = blocks(stream.read(block_size), stream, block_size)
-    fastpath.classify_blocks(data, classifier, lines, recount)
+    fastpath.classify_blocks(data, classifier, lines, recount, max(plan.quiet_from - offset, 0))
     names = fastpath.needed_context(classifier)
     if names:  # the version...: its last value, wherever it is (lines were skipped)
         end = stream.seek(0, 2)

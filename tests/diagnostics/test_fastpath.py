@@ -65,6 +65,8 @@ def _built() -> dict[str, bytes]:
         "crash loop": KV * 40,
         "start then serving": OK + SERVING * 3000,
         "serving then a failure": OK + SERVING * 3000 + KV,
+        "a failure then quiet lines": OK + KV + SERVING * 2000,
+        "a failure with its continuation at the end": OK + SERVING * 2000 + KV[:-1],
         "failures then a start": b"".join(FAILS) + OK,
         "many starts, the last fails": (b"".join(FAILS) + OK) * 3 + KV,
         "crash loop of different failures": b"".join(rng.sample(FAILS, len(FAILS))) * 3,
@@ -268,3 +270,11 @@ def test_the_verdict_names_the_last_version_a_crash_loop_announced():
     assert expected.rule == "engine-args-unknown-keyword"
     assert "0.32.1" in expected.cause
     _agree(data)
+
+
+def test_reading_stops_where_nothing_matches_any_more():
+    data = OK + SERVING * 200
+    found = fastpath.plan(io.BytesIO(data), 0, PACK, chunk=1024)
+    assert found.restart is not None
+    assert found.restart.offset < found.quiet_from < len(OK) + 4096
+    assert fastpath.plan(io.BytesIO(data + KV), 0, PACK, chunk=1024).quiet_from == len(data + KV)
