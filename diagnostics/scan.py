@@ -29,7 +29,7 @@ from diagnostics.model import Diagnosis
 from diagnostics.rules import RulePack
 from diagnostics.streams import blocks, decoded, reversed_lines
 
-BLOCK_SIZE = 1024 * 1024
+BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
 _DETECT_SIZE = 8 * 1024 * 1024  # how much of a console export the order check reads
 _RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
 _REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
