@@ -8,6 +8,9 @@ The hub is tests/support/hub_server.py on 127.0.0.1, the client the real hugging
 
   warm   ``run_preflight`` in this process, ``--repeat`` times per case
   cold   a fresh ``python`` per run: imports included, as at a worker's start
+  worker (``--worker N``) the worker process itself (``python -m worker``, job queue on
+         127.0.0.1) on the too-long case: from the process's spawn to its
+         ``worker.state_changed`` event into failed-permanent (its log timestamp)
   vllm   (``--yardstick``) the real vLLM CPU build started on the too-long case, timed
          from spawn to its exit: the same failure learned the expensive way (no download
          here; on a GPU, the download and load come on top). Run it under the vLLM lock:
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -131,6 +135,42 @@ def cold(hub: HubServer, runs: int) -> list[float]:
     return out
 
 
+def worker_runs(hub: HubServer, runs: int, root: Path) -> list[float]:
+    """Seconds from spawning the worker to its failed-permanent state change."""
+    from datetime import datetime
+
+    from tests.support.queue_server import QueueServer
+    from tests.support.vllm_env import events, start_worker, worker_env
+
+    out = []
+    for n in range(runs):
+        tmp = root / f"worker-{n}"
+        tmp.mkdir()
+        with QueueServer() as queue:
+            env = worker_env(tmp, MODEL_NAME="org/ok", MAX_MODEL_LEN="8192", **queue.env())
+            del env["HF_HUB_OFFLINE"]
+            env["HF_ENDPOINT"] = hub.url
+            began = time.time()
+            proc = start_worker(env, tmp)
+            try:
+                job = queue.submit({"prompt": "hi"})
+                queue.wait_done(job, 60)
+            except TimeoutError:
+                sys.stderr.write((tmp / "worker.err").read_text(errors="replace")[-3000:])
+                raise
+            finally:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(60)
+        failed = next(
+            e
+            for e in events(tmp)
+            if e.get("event") == "worker.state_changed" and e.get("dest") == "failed-permanent"
+        )
+        stamp = datetime.fromisoformat(failed["timestamp"].replace("Z", "+00:00")).timestamp()
+        out.append(stamp - began)
+    return out
+
+
 def yardstick(root: Path) -> float:
     """Seconds from spawning vLLM (CPU build) on the too-long case to its exit."""
     python = ROOT / ".venv-vllm" / "bin" / "python"
@@ -170,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--repeat", type=int, default=20, help="warm runs per case")
     cli.add_argument("--cold", type=int, default=5, help="fresh-process runs")
+    cli.add_argument("--worker", type=int, default=0, help="worker-process runs")
     cli.add_argument("--yardstick", action="store_true", help="also time real vLLM once")
     cli.add_argument("--json", type=Path, help="write the numbers here")
     args = cli.parse_args(argv)
@@ -179,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         with HubServer(write_repos(root), gated={"org/gated"}, described={"org/big": BIG}) as hub:
             warm_times = warm(hub, args.repeat)
             cold_times = cold(hub, args.cold)
+            worker_times = worker_runs(hub, args.worker, root)
             assert hub.weight_bytes_served == 0
         vllm_s = yardstick(root) if args.yardstick else None
     every = [t for ts in warm_times.values() for t in ts]
@@ -193,11 +235,19 @@ def main(argv: list[str] | None = None) -> int:
         f"| too long, cold process (imports included) | {statistics.median(cold_times) * 1000:.1f}"
         f" | {max(cold_times) * 1000:.1f} (max) |"
     )
+    if worker_times:
+        print(
+            f"| too long, worker process spawn to failed-permanent ({len(worker_times)} runs) | "
+            f"{statistics.median(worker_times) * 1000:.0f} | {max(worker_times) * 1000:.0f} (max) |"
+        )
     if vllm_s is not None:
         print(f"| too long, real vLLM spawn to exit (yardstick) | {vllm_s * 1000:.0f} | (1 run) |")
     if args.json:
         args.json.write_text(
-            json.dumps({"warm": warm_times, "cold": cold_times, "vllm_s": vllm_s}, indent=1)
+            json.dumps(
+                {"warm": warm_times, "cold": cold_times, "worker": worker_times, "vllm_s": vllm_s},
+                indent=1,
+            )
         )
     return 0
 

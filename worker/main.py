@@ -59,7 +59,10 @@ def main() -> int:
     for warning in settings.warnings:
         log.warning("worker.config_warning", warning=warning)
     failure = config_failure(config_error.var, config_error.message) if config_error else None
-    preflight = _preflight(settings, pack) if settings.preflight and failure is None else None
+    sdk_checks = settings.job_queue and endpoint.mode is not Mode.LB  # as the SDK would
+    preflight = None
+    if settings.preflight and failure is None:
+        preflight = _preflight(settings, pack, sdk_checks)
     supervisor = Supervisor(settings, pack, env, config_failure=failure, preflight=preflight)
 
     interrupted = threading.Event()
@@ -81,6 +84,11 @@ def main() -> int:
     # The SDK logs every job's output at DEBUG; keep its log to what operators need. Set
     # before the supervisor starts: its pre-flight may import the SDK (its host checks).
     os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
+    if preflight is not None and sdk_checks:
+        # The pre-flight runs the SDK's host checks in the supervisor's thread: import the
+        # SDK here first (two threads importing runpod at once can leave one of them with
+        # a partially initialised module and an ImportError).
+        from worker import intake
     supervisor.start()
     if endpoint.mode is Mode.LB:  # a load-balancing endpoint: serve HTTP, no job queue
         return lb.run(supervisor, settings, endpoint, interrupted)
@@ -133,7 +141,7 @@ def main() -> int:
 
 
 def _preflight(
-    settings: Settings, pack: RulePack
+    settings: Settings, pack: RulePack, sdk_checks: bool
 ) -> Callable[[Mapping[str, str]], PreflightResult]:
     """The pre-flight the supervisor runs with vLLM's environment before the spawn; the
     SDK's host checks run there only where the SDK would run them (its job loop)."""
@@ -144,7 +152,7 @@ def _preflight(
             child_env,
             pack=pack,
             timeout=settings.preflight_timeout_s,
-            sdk_checks=settings.job_queue,
+            sdk_checks=sdk_checks,
         )
 
     return check
