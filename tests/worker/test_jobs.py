@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -252,17 +253,33 @@ def test_plain_v1_routes_pass(route: str) -> None:
     assert to_request({"route": route}, MODEL).path == route
 
 
-def test_a_refusal_reads_well() -> None:
+# Realistic values for every key a shape in the refusal may name.
+_EXAMPLE = {
+    "openai_route": "/v1/chat/completions",
+    "openai_input": {"messages": [{"role": "user", "content": "hi"}]},
+    "route": "/v1/completions",
+    "method": "POST",
+    "body": {"prompt": "hi"},
+    "messages": [{"role": "user", "content": "hi"}],
+    "prompt": "hi",
+    "sampling_params": {"max_tokens": 4},
+    "stream": False,
+    "apply_chat_template": True,
+}
+
+
+def test_a_refusal_names_the_problem_then_shapes_that_are_accepted() -> None:
+    """The message is checked for being true, not against a copy of itself: the problem
+    comes first, and every input shape it offers is one to_request accepts."""
     with pytest.raises(BadInput) as caught:
         to_request({"messages": "hi"}, MODEL)
-    assert caught.value.message == (
-        "messages must be a list of message objects, got a string. "
-        'Accepted input shapes: {"openai_route": "/v1/...", "openai_input": {...}}; '
-        '{"route": "/v1/...", "method": "GET"|"POST", "body": {...}}; '
-        '{"messages": [...], "sampling_params": {...}, "stream": true|false}; '
-        '{"prompt": "...", "sampling_params": {...}, "stream": true|false, '
-        '"apply_chat_template": true|false}.'
-    )
+    problem, offered = caught.value.message.split(" Accepted input shapes: ")
+    assert problem == "messages must be a list of message objects, got a string."
+    shapes = [set(re.findall(r'"(\w+)":', shape)) for shape in offered.rstrip(".").split("; ")]
+    assert len(shapes) == 4
+    for keys in shapes:
+        request = to_request({key: _EXAMPLE[key] for key in keys}, MODEL)
+        assert request.path.startswith("/v1/")
 
 
 # -- properties -----------------------------------------------------------------------
