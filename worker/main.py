@@ -84,10 +84,10 @@ def main() -> int:
     # The SDK logs every job's output at DEBUG; keep its log to what operators need. Set
     # before the supervisor starts: its pre-flight may import the SDK (its host checks).
     os.environ.setdefault("RUNPOD_DEBUG_LEVEL", "INFO")
-    if preflight is not None and sdk_checks:
-        # The pre-flight runs the SDK's host checks in the supervisor's thread: import the
-        # SDK here first (two threads importing runpod at once can leave one of them with
-        # a partially initialised module and an ImportError).
+    if preflight is not None and endpoint.mode is not Mode.LB:
+        # The pre-flight imports the SDK (its host checks) and huggingface_hub in the
+        # supervisor's thread: import the SDK here first, not at the same time (two threads
+        # importing runpod at once left one with a partially initialised module).
         from worker import intake
     supervisor.start()
     if endpoint.mode is Mode.LB:  # a load-balancing endpoint: serve HTTP, no job queue
