@@ -4,6 +4,8 @@ start. Run as ``VLLM_COMMAND``; the worker appends ``--host H --port P``.
 
     python -m tests.support.scripted_vllm [--say LINE]... THEN [--host H --port P]
 
+``standin_env(tmp_path, *script)`` is the worker environment that runs it.
+
 THEN is one of:
 
 * ``hang``          print nothing more, never exit (a stall, or the wait after a fatal line)
@@ -19,9 +21,11 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
+import shlex
 import sys
 import threading
 import time
+from pathlib import Path
 
 
 def _serve(port: int) -> None:
@@ -74,3 +78,21 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def standin_env(tmp_path: Path, *script: str, **extra: str) -> dict[str, str]:
+    """A worker environment whose vLLM is this stand-in running ``script``; no volume."""
+    from tests.support.vllm_env import ROOT, free_port
+
+    command = [sys.executable, "-m", "tests.support.scripted_vllm", *script]
+    return {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "MODEL_NAME": "stand-in/model",
+        "VLLM_COMMAND": shlex.join(command),
+        "VLLM_PORT": str(free_port()),
+        "BASE_PATH": str(tmp_path / "no-volume"),
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_SHUTDOWN_GRACE": "2",
+        **extra,
+    }

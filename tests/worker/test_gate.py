@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import io
 import os
-import shlex
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from diagnostics import State, load_pack
-from tests.support.vllm_env import ROOT, free_port, group_alive
+from tests.support.scripted_vllm import standin_env
+from tests.support.vllm_env import group_alive
 from worker.gate import JobGate
 from worker.settings import fallback_settings, load_settings
 from worker.supervisor import Supervisor, Timing, config_failure
@@ -44,16 +43,7 @@ def _failed_config(tmp_path: Path) -> Supervisor:
 
 
 def _scripted(tmp_path: Path, *script: str) -> Supervisor:
-    command = shlex.join([sys.executable, "-m", "tests.support.scripted_vllm", *script])
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(ROOT),
-        "MODEL_NAME": "stand-in/model",
-        "VLLM_COMMAND": command,
-        "VLLM_PORT": str(free_port()),
-        "BASE_PATH": str(tmp_path / "no-volume"),
-        "VLLM_SHUTDOWN_GRACE": "2",
-    }
+    env = standin_env(tmp_path, *script)
     timing = Timing(sample_every_s=0.05)
     return Supervisor(load_settings(env), PACK, env, passthrough=io.BytesIO(), timing=timing)
 

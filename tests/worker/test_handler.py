@@ -7,14 +7,12 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import shlex
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from diagnostics import State, load_pack
-from tests.support.vllm_env import ROOT, free_port
+from tests.support.scripted_vllm import standin_env
 from worker.handler import make_handler
 from worker.proxy import VllmProxy
 from worker.settings import fallback_settings, load_settings
@@ -38,16 +36,7 @@ def _error(item: Any) -> dict:
 
 
 def _scripted(tmp_path: Path, *script: str) -> Supervisor:
-    command = shlex.join([sys.executable, "-m", "tests.support.scripted_vllm", *script])
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(ROOT),
-        "MODEL_NAME": "stand-in/model",
-        "VLLM_COMMAND": command,
-        "VLLM_PORT": str(free_port()),
-        "BASE_PATH": str(tmp_path / "no-volume"),
-        "VLLM_SHUTDOWN_GRACE": "2",
-    }
+    env = standin_env(tmp_path, *script)
     timing = Timing(sample_every_s=0.05, linger_after_fatal_s=0.3)
     supervisor = Supervisor(load_settings(env), PACK, env, passthrough=io.BytesIO(), timing=timing)
     supervisor.run_in_thread()

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from diagnostics import Category, State, load_pack
-from tests.support.vllm_env import ROOT, free_port, group_alive
+from tests.support.scripted_vllm import standin_env
+from tests.support.vllm_env import ROOT, group_alive
 from worker.settings import fallback_settings, load_settings
 from worker.supervisor import Supervisor, Timing, config_failure
 
@@ -31,18 +32,7 @@ OOM = (
 
 
 def _supervisor(tmp_path: Path, script: list[str], **extra: str) -> Supervisor:
-    command = [sys.executable, "-m", "tests.support.scripted_vllm", *script]
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(ROOT),
-        "MODEL_NAME": "stand-in/model",
-        "VLLM_COMMAND": shlex.join(command),
-        "VLLM_PORT": str(free_port()),
-        "BASE_PATH": str(tmp_path / "no-volume"),
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_SHUTDOWN_GRACE": "2",
-        **extra,
-    }
+    env = standin_env(tmp_path, *script, **extra)
     return Supervisor(load_settings(env), PACK, env, passthrough=io.BytesIO(), timing=FAST)
 
 
