@@ -309,11 +309,14 @@ def plan(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 << 20) -> 
     in a line longer than ``MAX_LINE``). Read backwards from the end, so a failure after
     a start costs one block. On the way, the blocks after it in which no pattern
     matches at all (hours of request logs) are found: reading can stop where they
-    begin (``quiet_from``), as reading them again could not change the verdict."""
+    begin (``quiet_from``), as reading them again could not change the verdict.
+    After ``_BUSY_LOOK_BACK`` bytes of lines that do match something without a ready
+    marker (a crash loop), the search ends: reading from the start costs no more."""
     scan = scanner(pack)
     pos = stream.seek(0, 2)
     quiet_from = pos  # no line from here on can change a verdict (checked so far)
     quiet = True  # every region read so far was quiet
+    busy = 0  # bytes read back since the last quiet region
     carry = b""  # the head of the chunk after this one: the end of a line begun here
     after = b""  # the first lines of the region after this one (joins reach into them)
     buffer = bytearray(min(chunk, max(pos - start, 0)))
@@ -336,6 +339,9 @@ def plan(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 << 20) -> 
                 quiet_from, after = pos + head, _first_lines(buffer, head, step, carry, after)
                 carry = bytes(data[:head])
                 continue
+        busy += step
+        if busy > _BUSY_LOOK_BACK:
+            return Plan(None, quiet_from)
         # The last line (it ends in the next chunk), then the complete lines before it.
         tail = buffer.rfind(b"\n", 0, step) + 1
         last = bytes(data[tail:]) + carry
@@ -351,6 +357,7 @@ def plan(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 << 20) -> 
     return Plan(None, quiet_from)
 
 
+_BUSY_LOOK_BACK = 64 << 20
 _JOINED_LINES = 5  # the classifier joins up to 4 cut lines and the line after them
 
 
