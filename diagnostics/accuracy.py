@@ -63,7 +63,8 @@ def score(root: Path, pack: RulePack) -> list[Scored]:
 
 def summary(results: list[Scored]) -> dict[str, tuple[int, int]]:
     """Per label: (right, total)."""
-    total, right = Counter(), Counter()
+    total: Counter[str] = Counter()
+    right: Counter[str] = Counter()
     for r in results:
         total[r.label] += 1
         right[r.label] += r.right

@@ -20,6 +20,7 @@ import ast
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 _KEYS = {"test", "cause", "fix"}
 _SIZE = re.compile(r"^\s*(-?[\d.]+)\s*([KMGT]?)(i?B)?\s*$")
@@ -116,7 +117,7 @@ def parse_transient_if(raw: object, capture_names: set[str]) -> TransientIf | No
 
 def _evaluate(node: ast.AST, numbers: Mapping[str, float]) -> float | bool:
     if isinstance(node, ast.Constant):
-        return node.value
+        return cast(float | bool, node.value)  # only numbers pass the load-time check
     if isinstance(node, ast.Name):
         return numbers[node.id]
     if isinstance(node, ast.UnaryOp):

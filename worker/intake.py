@@ -171,11 +171,11 @@ def scaler_installed(scaler: type[JobScaler]) -> Iterator[None]:
     time (``rp_scale.JobScaler(config)``); nothing else in the SDK builds one.
     """
     original = rp_scale.JobScaler
-    rp_scale.JobScaler = scaler  # type: ignore[misc]
+    rp_scale.JobScaler = scaler
     try:
         yield
     finally:
-        rp_scale.JobScaler = original  # type: ignore[misc]
+        rp_scale.JobScaler = original
 
 
 def start(config: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ import functools
 import os
 import signal
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import structlog
 
@@ -115,6 +116,7 @@ class VllmProcess:
 
 
 _PR_SET_PDEATHSIG = 1
+_prctl: Any
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):  # not Linux

@@ -100,8 +100,9 @@ def derived_max_len(config: Mapping[str, Any]) -> tuple[int, str] | None:
     found: tuple[float, str] | None = None
     for key in _POSITION_KEYS:
         value = text.get(key)
-        is_number = isinstance(value, int | float) and not isinstance(value, bool)
-        if is_number and (found is None or value < found[0]):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if found is None or value < found[0]:
             found = (float(value), key)
     if isinstance(text.get("model_max_length"), int | float) and text["model_max_length"]:
         found = (float(text["model_max_length"]), "model_max_length")

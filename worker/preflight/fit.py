@@ -134,7 +134,7 @@ def kv_bytes_per_token(config: Mapping[str, Any], req: Request) -> int | None:
         return None
     layers, heads = text.get("num_hidden_layers"), text.get("num_attention_heads")
     hidden = text.get("hidden_size")
-    if not all(isinstance(v, int) and v > 0 for v in (layers, heads)):
+    if not (isinstance(layers, int) and layers > 0 and isinstance(heads, int) and heads > 0):
         return None
     kv_heads = text.get("num_key_value_heads") or heads
     head_size = text.get("head_dim") or (hidden // heads if isinstance(hidden, int) else None)
@@ -173,7 +173,7 @@ def check_fit(
         return Prediction(
             "gpu-free-memory-below-utilization",
             {
-                "free": _gib(budget.device_free),
+                "free": _gib(free),
                 "total": _gib(budget.device_total),
                 "util": f"{util:g}",
                 "want": _gib(budget.budget),
