@@ -58,6 +58,7 @@ QUIET_ENV = {
 
 
 def free_port() -> int:
+    """A port nothing listens on at 127.0.0.1 (bound, read, released)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.vllm_env import free_port
 from worker import answers
 from worker.jobs import ProxyRequest
 from worker.proxy import SseSplitter, VllmProxy
@@ -190,13 +190,6 @@ class FakeVllm:
     def proxy(self, **kwargs: Any) -> VllmProxy:
         options = {"request_timeout": 5.0, "max_concurrency": 4, **kwargs}
         return VllmProxy(self.port, **options)
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, read, released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # -- non-streaming --------------------------------------------------------------------
