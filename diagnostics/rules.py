@@ -126,8 +126,8 @@ class RulePack:
         # Owner past every rule: only needed while no failure matched.
         self.patterns += [Pattern("traceback_body", len(rules), Regex(rx)) for rx in TRACEBACK_BODY]
         try:
-            self.database = _compile(self.patterns)
-            # Per-line matching only needs which patterns hit, once each.
+            # Which patterns hit a line, once each (the classifier). Blocks are scanned
+            # with databases derived from the same patterns (diagnostics.fastpath).
             self.line_database = _compile(self.patterns, single_match=True)
         except RulePackError:
             self._name_unsupported()
