@@ -75,11 +75,27 @@ def _stdin() -> BinaryIO:
 
 def run() -> int:
     """Console-script entry: like main(), quiet when the reader closes the pipe (| head)."""
+    _keep_freed_memory()
     try:
         return main()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _keep_freed_memory() -> None:
+    """A big log is read in blocks, and every block makes a few temporaries of its size.
+    By default glibc hands such memory back to the kernel when it is freed and faults
+    it in afresh for the next block: a third of the time on a 500 MB log. Keep it on
+    the heap instead (glibc only; elsewhere nothing changes)."""
+    import ctypes  # only here: the library itself stays free of it
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD: keep up to 64 MiB freed
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: blocks below 32 MiB from the heap
+    except (OSError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":
