@@ -473,7 +473,9 @@ def main() -> int:
     plain.write_text("\n".join(PLAIN_PATTERNS) + "\n")
 
     cache = Path(tempfile.mkdtemp(prefix="diagnose-bench-cache-"))
+    # As installed: bytecode written once and read after (this shell may forbid it).
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     rows = []
     try:
         for log in logs:

@@ -21,9 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import platform
 import struct
-import tempfile
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,7 +47,7 @@ def key(expressions: Sequence[bytes], ids: Sequence[int], flags: Sequence[int], 
     for part in (
         _MAGIC,
         str(getattr(hyperscan, "__version__", "")).encode(),
-        platform.machine().encode(),
+        os.uname().machine.encode() if hasattr(os, "uname") else b"",
         str(mode).encode(),
     ):
         digest.update(part + b"\0")
@@ -98,6 +96,8 @@ def _read(path: Path, mode: int) -> hyperscan.Database | None:
 
 
 def _write(folder: Path, name: str, payload: bytes) -> None:
+    import tempfile  # only when writing: importing it costs more than a cache hit
+
     temporary = None
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -60,9 +60,9 @@ _LOST_ESC_HINT = re.compile(rb"\[[0-9;]{1,12}m")  # fast: no look-behind
 _CR_TO_SPACE = bytes.maketrans(b"\r", b" ")
 _HINT_IN_DATABASE = 64  # up to this many patterns, the lost-ESC search joins their scan
 # A quantified atom that can run over any text: what makes a match report per character.
-_ANY_RUN = re.compile(r"(?:\.|\\S|\\W|\\D|\[\^[^\]]*\])(?:[*+]|\{\d+,\d*\})")
-_QUANTIFIER = re.compile(r"[*+?]|\{\d*(?:,\d*)?\}")
-_OPTIONAL = re.compile(r"\{0?,\d*\}\??$")
+_ANY_RUN = r"(?:\.|\\S|\\W|\\D|\[\^[^\]]*\])(?:[*+]|\{\d+,\d*\})"
+_QUANTIFIER = r"[*+?]|\{\d*(?:,\d*)?\}"
+_OPTIONAL = r"\{0?,\d*\}\??$"
 
 
 # -- the prefilter form the block scan uses ------------------------------------------
@@ -128,7 +128,7 @@ def _elements(pattern: str) -> list[str] | None:
             return None  # a quantifier without an atom: leave the pattern alone
         else:
             i += 1
-        quantifier = _QUANTIFIER.match(pattern, i)
+        quantifier = re.compile(_QUANTIFIER).match(pattern, i)
         if quantifier and not (pattern[i] == "{" and quantifier.group() == "{}"):
             i = quantifier.end()
             if i < n and pattern[i] in "?+":
@@ -148,8 +148,8 @@ def prefilter_head(pattern: str) -> str:
     keep = len(elements)
     while keep > 1:
         last = elements[keep - 1]
-        optional = last.endswith(("?", "*", "*?", "?+", "*+")) or bool(_OPTIONAL.search(last))
-        if not (optional or _ANY_RUN.search(last)):
+        optional = last.endswith(("?", "*", "*?", "?+", "*+")) or bool(re.search(_OPTIONAL, last))
+        if not (optional or re.search(_ANY_RUN, last)):
             break
         keep -= 1
     head = "".join(elements[:keep])
