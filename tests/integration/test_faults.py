@@ -224,7 +224,8 @@ def test_sigterm_while_vllm_loads_kills_its_group(tmp_path, reliability):
             break
     assert pgid is not None, "".join(lines[-20:])
     os.killpg(proc.pid, signal.SIGTERM)
-    lines += proc.stderr.read().splitlines(keepends=True)
+    with proc.stderr:
+        lines += proc.stderr.read().splitlines(keepends=True)
     assert proc.wait(60) == 0
     assert not group_alive(pgid)
     stopped = [json.loads(x) for x in lines if '"worker.state_changed"' in x and '"stopped"' in x]
