@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.hub_server import HubServer
-from tests.support.vllm_env import build_tiny_model
 from worker.downloads import DownloadWatch, hf_cache_dir, hub_total_bytes
 
 
@@ -43,8 +42,11 @@ def test_complete_blobs_count_but_are_no_download(tmp_path) -> None:
 
 
 def test_the_total_comes_from_the_hubs_metadata(tmp_path) -> None:
-    model = build_tiny_model(tmp_path / "model")
-    expected = sum(f.stat().st_size for f in model.iterdir() if f.is_file())
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    (model / "model.safetensors").write_bytes(b"\0" * 4096)
+    expected = 4096 + len('{"architectures": ["LlamaForCausalLM"]}')
     with HubServer({"org/tiny": model}) as hub:
         assert hub_total_bytes("org/tiny", None, hub.url, None) == expected
         assert hub_total_bytes("org/missing", None, hub.url, None) is None

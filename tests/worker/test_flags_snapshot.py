@@ -13,6 +13,8 @@ import pytest
 
 from worker.flags import build_args
 
+pytestmark = pytest.mark.vllm  # imports vLLM (~10 s each): with the real-vLLM tests
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "snapshot_vllm_flags.py"
 SNAPSHOT = ROOT / "worker" / "vllm_flags.json"
