@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import codecs
 import re
+import shutil
+import tempfile
 from typing import BinaryIO
 
 from diagnostics import fastpath
@@ -55,11 +57,18 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
             # Evidence line numbers refer to the file as given.
             classifier.feed(line.decode("utf-8", "replace"), lineno)
         return classifier.diagnosis()
-    if reader is stream and _seekable(stream):
-        start = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
-        _classify_file(stream, start, classifier, block_size)
-    else:
+    if reader is not stream:  # decoded (UTF-16/32, CR line ends): read as it comes
         fastpath.classify_blocks(blocks(first, reader, block_size), classifier)
+    elif _seekable(stream):
+        _classify_file(stream, stream.tell() - len(first), classifier, block_size)
+    else:
+        # A pipe cannot be read backwards: copied to a temporary file first (as a console
+        # export is), in blocks.
+        bom = raw[: len(raw) - len(raw.removeprefix(codecs.BOM_UTF8))]
+        with tempfile.TemporaryFile() as spool:
+            spool.write(bom + first)
+            shutil.copyfileobj(stream, spool, block_size)
+            _classify_file(spool, len(bom), classifier, block_size)
     return classifier.diagnosis()
 
 

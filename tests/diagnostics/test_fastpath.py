@@ -278,3 +278,26 @@ def test_reading_stops_where_nothing_matches_any_more():
     assert found.restart is not None
     assert found.restart.offset < found.quiet_from < len(OK) + 4096
     assert fastpath.plan(io.BytesIO(data + KV), 0, PACK, chunk=1024).quiet_from == len(data + KV)
+
+
+class _Pipe(io.RawIOBase):
+    """A stream that cannot seek, as stdin from a pipe."""
+
+    def __init__(self, data: bytes):
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        chunk = self._data.read(min(len(buffer), 1000))  # short reads, as a pipe gives
+        buffer[: len(chunk)] = chunk
+        return len(chunk)
+
+
+@pytest.mark.parametrize("name", ["many starts, the last fails", "crash loop", "crlf"])
+def test_a_pipe_gives_the_file_verdict(name):
+    data = _built()[name]
+    stream = io.BufferedReader(_Pipe(b"\xef\xbb\xbf" + data))
+    assert not stream.seekable()
+    assert classify_stream(stream, PACK) == line_path(data)
