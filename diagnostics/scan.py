@@ -5,9 +5,9 @@ pack at once, and only the lines that can change the verdict go through
 normalisation and the classifier (:mod:`diagnostics.fastpath`): lines a pattern may
 match, lines with colour codes or a lone carriage return, lines cut at a terminal's
 width, and the lines after one of those while the classifier wants them. A file is
-read from its last ready marker on, found by reading it backwards; a block in which
-nothing can change the verdict any more is skipped unread. The result is the same as
-feeding every line to the classifier.
+read from its last ready marker on, found by reading it backwards (a pipe is copied to
+a temporary file first); a block in which nothing can change the verdict any more is
+skipped unread. The result is the same as feeding every line to the classifier.
 
 Memory is bounded and time linear whatever the input: a line longer than
 ``streams.MAX_LINE`` is read as pieces (as the worker reads vLLM's pipe), UTF-16/32
