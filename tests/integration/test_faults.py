@@ -17,6 +17,7 @@ import pytest
 
 from diagnostics import load_pack
 from tests.support.queue_server import QueueServer
+from tests.support.scripted_vllm import standin_env
 from tests.support.vllm_env import (
     ROOT,
     build_tiny_model,
@@ -234,4 +235,36 @@ def test_sigterm_while_vllm_loads_kills_its_group(tmp_path, reliability):
         "SIGTERM while vLLM loads (vLLM ignores SIGTERM then)",
         "stopped",
         "SIGTERM, then SIGKILL after VLLM_SHUTDOWN_GRACE; vLLM's process group gone; exit 0",
+    )
+
+
+def test_vllm_killed_with_jobs_in_flight(tmp_path, reliability):
+    """vLLM SIGKILLed while ten jobs stream from it. A stand-in whose streams never end
+    (tests/support/scripted_vllm.py): no job can finish before the kill, whatever the
+    machine's speed, and no shared worker is ended for the tests after this one."""
+    with QueueServer() as queue:
+        env = worker_env(
+            tmp_path, **standin_env(tmp_path, "serve"), MAX_CONCURRENCY="10", **queue.env()
+        )
+        proc = start_worker(env, tmp_path)
+        jobs = [
+            queue.submit(
+                {
+                    "openai_route": "/v1/completions",
+                    "openai_input": {"prompt": f"{i}", "stream": True},
+                }
+            )
+            for i in range(10)
+        ]
+        queue.wait_for(lambda: all(queue.job(j).stream for j in jobs), 120, "every job streaming")
+        spawned = next(e for e in events(tmp_path) if e.get("event") == "vllm.spawned")
+        os.killpg(spawned["pid"], signal.SIGKILL)
+        answers = [queue.wait_done(job, 60) for job in jobs]
+        assert proc.wait(60) != 0
+    assert all(json.loads(a["error"])["type"] == "upstream_error" for a in answers)
+    assert not group_alive(spawned["pid"])
+    reliability(
+        "vLLM SIGKILLed mid-stream with 10 jobs in flight (stand-in)",
+        "failed-transient",
+        "all 10 jobs ended with an upstream_error; worker exit 1; no process left",
     )

@@ -22,7 +22,6 @@ from tests.support.vllm_env import (
     ROOT,
     build_tiny_model,
     events,
-    group_alive,
     needs_vllm,
     start_worker,
     worker_env,
@@ -297,41 +296,3 @@ def test_readme_client_examples_run_through_the_gateway(ready_worker, capsys):
         "/v1/messages",
     ]
     assert capsys.readouterr().out.strip()  # the answer and the stream were printed
-
-
-def test_vllm_killed_with_jobs_in_flight(ready_worker, reliability):
-    # Last test of the module: it ends the shared worker.
-    queue, tmp, proc = ready_worker["queue"], ready_worker["tmp"], ready_worker["proc"]
-    spawned = next(e for e in events(tmp) if e.get("event") == "vllm.spawned")
-    # Whatever the machine's speed, no job can finish before the kill: vLLM is stopped
-    # while the ten are taken, resumed together, and killed at the first streamed chunk
-    # (each job needs 400 tokens).
-    os.killpg(spawned["pid"], signal.SIGSTOP)
-    jobs = [
-        queue.submit(
-            {
-                "openai_route": "/v1/completions",
-                "openai_input": {
-                    "prompt": f"long {i}",
-                    "max_tokens": 400,
-                    "stream": True,
-                    "ignore_eos": True,
-                },
-            }
-        )
-        for i in range(10)
-    ]
-    for job in jobs:
-        queue.wait_taken(job, 180)
-    os.killpg(spawned["pid"], signal.SIGCONT)
-    queue.wait_for(lambda: any(queue.job(job).stream for job in jobs), 180, "a streamed chunk")
-    os.killpg(spawned["pid"], signal.SIGKILL)
-    answers = [queue.wait_done(job, 60) for job in jobs]
-    assert all(json.loads(a["error"])["type"] == "upstream_error" for a in answers)
-    assert proc.wait(60) != 0
-    assert not group_alive(spawned["pid"])
-    reliability(
-        "vLLM SIGKILLed mid-stream with 10 jobs in flight",
-        "failed-transient",
-        "all 10 jobs ended with an upstream_error; worker exit 1; no process left",
-    )

@@ -11,8 +11,9 @@ THEN is one of:
 * ``hang``          print nothing more, never exit (a stall, or the wait after a fatal line)
 * ``chatter``       print a line every 50 ms, never exit (busy, but never ready)
 * ``serve``         answer ``GET /health`` with 200 on PORT (any other GET with JSON
-                    naming the path) and print vLLM's ready line; exit 1 when
-                    ``/die`` is requested (vLLM dying after ready)
+                    naming the path, any POST with a stream that never ends) and print
+                    vLLM's ready line; exit 1 when ``/die`` is requested (vLLM dying
+                    after ready)
 * ``exit:N``        exit with code N
 """
 
@@ -32,6 +33,7 @@ def _serve(port: int) -> None:
     died = threading.Event()
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
         def do_GET(self) -> None:
             body = b"" if self.path in ("/health", "/die") else json.dumps({"path": self.path})
             data = body.encode() if isinstance(body, str) else body
@@ -42,6 +44,23 @@ def _serve(port: int) -> None:
             self.wfile.write(data)
             if self.path == "/die":
                 died.set()
+
+        def do_POST(self) -> None:
+            """An OpenAI-style stream that never ends: one chunk every 50 ms."""
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")  # as uvicorn sends vLLM's
+            self.end_headers()
+            chunk = {"object": "text_completion", "choices": [{"index": 0, "text": "x"}]}
+            event = f"data: {json.dumps(chunk)}\n\n".encode()
+            try:
+                while True:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    self.wfile.flush()
+                    time.sleep(0.05)  # the stand-in's pace, not a synchronisation
+            except OSError:
+                return
 
         def log_message(self, *args: object) -> None:
             pass
