@@ -36,7 +36,7 @@ def select_mode(forced: str, env: Mapping[str, str]) -> Mode:
     if forced != "auto":
         return Mode(forced)
     lb_ports = any(env.get(name, "").strip() for name in ("PORT", "PORT_HEALTH"))
-    queued = bool(env.get("RUNPOD_WEBHOOK_GET_JOB", "").strip())
+    queued = settings.read(env, "RUNPOD_WEBHOOK_GET_JOB")  # Settings.job_queue
     return Mode.LB if lb_ports and not queued else Mode.QUEUE
 
 
