@@ -276,6 +276,30 @@ def test_settings_reads_no_variable_outside_the_table() -> None:
     assert read <= WORKER_ENV
 
 
+# Modules that own a variable the table documents and read it themselves (field None).
+_OWN_READERS = {"flags.py": {"VLLM_EXTRA_ARGS"}}
+
+
+def test_no_module_reads_a_worker_variable_around_the_table() -> None:
+    """RULES_PATH and RUNPOD_WEBHOOK_GET_JOB were read beside Settings: every worker
+    variable goes through the table (``load_settings`` or ``settings.read``)."""
+    worker = Path(settings_mod.__file__).parent
+    found = []
+    for path in sorted(worker.rglob("*.py")):
+        if path.name == "settings.py":
+            continue
+        allowed = _OWN_READERS.get(path.name, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            key = None
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get":
+                key = node.args[0] if node.args else None
+            elif isinstance(node, ast.Subscript):
+                key = node.slice
+            if isinstance(key, ast.Constant) and key.value in WORKER_ENV - allowed:
+                found.append(f"{path.relative_to(worker)}:{node.lineno} {key.value}")
+    assert found == []
+
+
 @pytest.mark.parametrize(
     "var",
     [s.name for s in SETTINGS if s.field and s.parse.__qualname__.startswith("seconds")],

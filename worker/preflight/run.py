@@ -173,7 +173,7 @@ def run_preflight(
 
     # 1. The host, with the RunPod SDK's own fitness checks.
     if sdk_checks is None:
-        sdk_checks = bool(env.get("RUNPOD_WEBHOOK_GET_JOB"))
+        sdk_checks = bool(getattr(settings, "job_queue", False))  # a queue worker's SDK runs them
     if sdk_checks:
         report = host.run_checks(host.take_sdk_checks(), max(timeout, 35.0))
         if report.failure is not None:
