@@ -93,6 +93,7 @@ def main() -> int:
     if endpoint.mode is Mode.LB:  # a load-balancing endpoint: serve HTTP, no job queue
         return lb.run(supervisor, settings, endpoint, interrupted)
     from worker import intake  # imports runpod (~1.5 s): while vLLM starts, not after ready
+
     grace = settings.shutdown_grace_s + 5
 
     def proxy_factory() -> VllmProxy:

@@ -34,6 +34,7 @@ def _serve(port: int) -> None:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
         def do_GET(self) -> None:
             body = b"" if self.path in ("/health", "/die") else json.dumps({"path": self.path})
             data = body.encode() if isinstance(body, str) else body
