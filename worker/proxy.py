@@ -1,9 +1,12 @@
 """Send one ``ProxyRequest`` to vLLM's local HTTP server and turn the answer into job items.
 
-Owns the one long-lived ``httpx.AsyncClient`` and the one place (``_answer_for``) where
-httpx's exceptions become job answers. Knows nothing of runpod or of job input shapes:
-``worker.jobs`` builds the request, ``worker.answers`` shapes every error, and the
-handler yields what ``VllmProxy.run`` yields.
+Owns the one long-lived ``aiohttp.ClientSession`` (``worker.upstream.open_session``,
+shared in kind with the load-balancing relay); ``worker.upstream.answer_for`` is the one
+place where its exceptions become job answers. Knows nothing of runpod or of job input
+shapes: ``worker.jobs`` builds the request, ``worker.answers`` shapes every error, and
+the handler yields what ``VllmProxy.run`` yields. The session belongs to the event loop
+it is built in: build a ``VllmProxy`` on the loop that runs the jobs (the SDK's; the
+handler builds it on its first proxied job).
 
 What ``run`` yields:
 
@@ -12,40 +15,35 @@ What ``run`` yields:
   nothing more on a clean end; one error output instead when vLLM answers non-2xx; an
   error output as the *last* item when the connection breaks part-way.
 
-How httpx's exceptions are answered (everything else propagates)::
-
-    httpx.HTTPError
-    ├── ConnectError, ConnectTimeout,
-    │   UnsupportedProtocol, ProxyError  -> answers.upstream_unreachable  (503)
-    ├── ReadTimeout, WriteTimeout,
-    │   PoolTimeout                      -> answers.upstream_timeout      (504)
-    └── everything else (ReadError,
-        RemoteProtocolError, ...)        -> answers.upstream_lost         (502)
+A job that stops reading a stream (cancelled, timed out) closes its connection, so vLLM
+sees the client go and aborts the generation.
 """
 
 from __future__ import annotations
 
+import codecs
+import json
 import re
 from collections.abc import AsyncIterator
 
-import httpx
+import aiohttp
 
 from worker import answers
 from worker.jobs import ProxyRequest
+from worker.upstream import UPSTREAM_ERRORS, answer_for, open_session
 
 __all__ = ["SseSplitter", "VllmProxy"]
 
-CONNECT_TIMEOUT_S = 10.0
-# Below uvicorn's 5 s keep-alive (vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE default), so we drop
-# an idle connection before the server does and never send a POST into a closing socket.
-KEEPALIVE_EXPIRY_S = 4.0
+_JSON_HEADERS = {"Content-Type": "application/json"}
+# aiohttp would add these; vLLM reads none of them.
+_NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding")
 
 
 class VllmProxy:
-    """Forwards requests to vLLM at ``http://127.0.0.1:{port}`` over one pooled client.
+    """Forwards requests to vLLM at ``http://127.0.0.1:{port}`` over one pooled session.
 
-    ``transport`` replaces the network (tests pass ``httpx.MockTransport``); the pool
-    holds ``max_concurrency`` connections so every concurrent job has one.
+    Build it inside the running event loop that will use it; the pool holds
+    ``max_concurrency`` connections so every concurrent job has one.
     """
 
     def __init__(
@@ -54,20 +52,13 @@ class VllmProxy:
         *,
         request_timeout: float,
         max_concurrency: int,
-        transport: httpx.AsyncBaseTransport | None = None,
         host: str = "127.0.0.1",
     ) -> None:
-        self._client = httpx.AsyncClient(
-            base_url=f"http://{host}:{port}",
-            timeout=httpx.Timeout(request_timeout, connect=CONNECT_TIMEOUT_S),
-            limits=httpx.Limits(
-                max_connections=max_concurrency,
-                max_keepalive_connections=max_concurrency,
-                keepalive_expiry=KEEPALIVE_EXPIRY_S,
-            ),
-            transport=transport,
-            # vLLM is local: an HTTP(S)_PROXY from the environment must not reroute it.
-            trust_env=False,
+        self._base = f"http://{host}:{port}"
+        self._session = open_session(
+            request_timeout=request_timeout,
+            limit=max_concurrency,
+            skip_auto_headers=_NO_AUTO_HEADERS,
         )
 
     async def run(self, req: ProxyRequest) -> AsyncIterator[object]:
@@ -80,7 +71,7 @@ class VllmProxy:
 
     async def aclose(self) -> None:
         """Close the pooled connections."""
-        await self._client.aclose()
+        await self._session.close()
 
     async def __aenter__(self) -> VllmProxy:
         return self
@@ -88,61 +79,68 @@ class VllmProxy:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    async def _send(self, req: ProxyRequest) -> aiohttp.ClientResponse:
+        if req.body is None:
+            return await self._session.request(req.method, self._base + req.path)
+        # Strict JSON: worker.jobs guarantees the body encodes (no NaN/Infinity).
+        data = json.dumps(req.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return await self._session.request(
+            req.method, self._base + req.path, data=data.encode(), headers=_JSON_HEADERS
+        )
+
     async def _once(self, req: ProxyRequest) -> object:
         try:
-            response = await self._client.request(req.method, req.path, json=req.body)
-        except httpx.HTTPError as exc:
-            return _answer_for(exc, mid_stream=False)
-        if not response.is_success:
-            return answers.upstream_http_error(response.status_code, response.content)
+            response = await self._send(req)
+            try:
+                content = await response.read()
+            except BaseException:
+                response.close()
+                raise
+        except UPSTREAM_ERRORS as exc:
+            return answer_for(exc, mid_stream=False)
+        response.release()
+        if not response.ok:
+            return answers.upstream_http_error(response.status, content)
         try:
-            body = response.json()
+            body = json.loads(content)
         except ValueError:
-            return answers.upstream_bad_body(response.status_code, response.content)
+            return answers.upstream_bad_body(response.status, content)
         if isinstance(body, dict) and body.get("error"):
             # The SDK would end the job with str(body["error"]), a Python repr; answer
             # with the JSON-string form instead.
-            return answers.upstream_http_error(response.status_code, body)
+            return answers.upstream_http_error(response.status, body)
         return body
 
     async def _stream(self, req: ProxyRequest) -> AsyncIterator[object]:
         sent_any = False
         try:
-            async with self._client.stream(req.method, req.path, json=req.body) as response:
-                if not response.is_success:
-                    body = await response.aread()
-                    yield answers.upstream_http_error(response.status_code, body)
-                    return
+            response = await self._send(req)
+        except UPSTREAM_ERRORS as exc:
+            yield answer_for(exc, mid_stream=False)
+            return
+        try:
+            if not response.ok:
+                body = await response.read()
+                yield answers.upstream_http_error(response.status, body)
+            else:
+                decoder = codecs.getincrementaldecoder("utf-8")("replace")  # SSE is UTF-8
                 splitter = SseSplitter()
-                async for text in response.aiter_text():
-                    ready = splitter.feed(text)
+                async for chunk in response.content.iter_any():
+                    ready = splitter.feed(decoder.decode(chunk))
                     if ready:
                         sent_any = True
                         yield ready
-                rest = splitter.flush()
+                rest = splitter.feed(decoder.decode(b"", final=True)) + splitter.flush()
                 if rest:
                     yield rest
-        except httpx.HTTPError as exc:
-            yield _answer_for(exc, mid_stream=sent_any)
-
-
-# No connection was ever made: vLLM is down or not listening yet.
-_UNREACHABLE = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.UnsupportedProtocol,
-    httpx.ProxyError,
-)
-
-
-def _answer_for(exc: httpx.HTTPError, *, mid_stream: bool) -> dict:
-    """The one translation from an httpx exception to a job's error answer."""
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if isinstance(exc, _UNREACHABLE):
-        return answers.upstream_unreachable(detail)
-    if isinstance(exc, httpx.TimeoutException):
-        return answers.upstream_timeout(detail)
-    return answers.upstream_lost(detail, mid_stream=mid_stream)
+        except UPSTREAM_ERRORS as exc:
+            response.close()
+            yield answer_for(exc, mid_stream=sent_any)
+            return
+        except BaseException:
+            response.close()  # the job stopped reading: drop the connection, vLLM aborts
+            raise
+        response.release()
 
 
 # An empty line ends an SSE event; lines may end in CRLF, LF or CR.

@@ -1,23 +1,14 @@
-"""The one long-lived HTTP client to vLLM, and the one place its exceptions become answers.
+"""The load-balancing relay: one request to vLLM, its answer to the ASGI client as it comes.
 
 An ``Upstream`` holds one ``aiohttp.ClientSession`` (a pool of keep-alive connections to
 127.0.0.1:VLLM_PORT, no limit: the platform bounds the load). ``Relay.run`` sends one
 request and passes the answer to the ASGI ``send`` as it arrives: status, headers (less
 hop-by-hop ones) and body chunks, never buffered, bytes untouched (no decompression).
 
-Why aiohttp and not httpx: with httpx the proxy added 1.7 ms at p50 to a 1-token
-completion, with aiohttp 0.4 ms (target: 1 ms; ``bench/lb_proxy_bench.py``,
-``docs/benchmarks.md`` §5). aiohttp is the runpod SDK's own HTTP client, so it adds no
-dependency.
-
-How aiohttp's exceptions are answered before the answer started (after that, the
-client's connection is closed without the end of the body: visibly incomplete)::
-
-    aiohttp.ClientError
-    ├── ClientConnectorError, ConnectionTimeoutError  -> answers.upstream_unreachable (503)
-    ├── ServerTimeoutError (and asyncio's TimeoutError) -> answers.upstream_timeout   (504)
-    └── everything else (ServerDisconnectedError,
-        ClientPayloadError, ClientOSError, ...)        -> answers.upstream_lost      (502)
+The session and the translation of aiohttp's exceptions into answers are
+``worker.upstream``'s (shared with the queue-mode proxy). An exception before the answer
+started is answered with its error body; after that, the client's connection is closed
+without the end of the body: visibly incomplete.
 """
 
 from __future__ import annotations
@@ -26,16 +17,12 @@ import aiohttp
 import structlog
 from yarl import URL
 
-from worker import answers
 from worker.lb import bodies
 from worker.lb.health import respond
+from worker.upstream import UPSTREAM_ERRORS, open_session
+from worker.upstream import answer_for as _answer_for
 
 log = structlog.get_logger("worker.lb")
-
-CONNECT_TIMEOUT_S = 10.0
-# Below uvicorn's 5 s keep-alive (vLLM's default), so an idle connection is dropped here
-# before vLLM drops it and a request is never sent into a closing socket.
-KEEPALIVE_EXPIRY_S = 4.0
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) belong to one connection and are not forwarded.
 HOP = frozenset(
@@ -60,18 +47,11 @@ class Upstream:
 
     def __init__(self, port: int, *, request_timeout: float) -> None:
         self.base = f"http://127.0.0.1:{port}"
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(
-                limit=0, limit_per_host=0, keepalive_timeout=KEEPALIVE_EXPIRY_S
-            ),
-            # The read limit is per chunk: a long stream is fine while it moves.
-            timeout=aiohttp.ClientTimeout(
-                total=None, connect=CONNECT_TIMEOUT_S, sock_read=request_timeout
-            ),
-            auto_decompress=False,
+        # No connection limit: the platform bounds the load.
+        self.session = open_session(
+            request_timeout=request_timeout,
+            auto_decompress=False,  # bytes pass untouched
             skip_auto_headers=_NO_AUTO_HEADERS,
-            cookie_jar=aiohttp.DummyCookieJar(),  # callers' cookies are not ours to keep
-            trust_env=False,  # vLLM is local: an HTTP(S)_PROXY must not reroute it
         )
 
     async def aclose(self) -> None:
@@ -97,7 +77,7 @@ class Relay:
                 data=body or None,
                 allow_redirects=False,
             )
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except UPSTREAM_ERRORS as exc:
             self.complete = True
             await respond(self.send, bodies.upstream(_answer_for(exc)))
             return
@@ -116,7 +96,7 @@ class Relay:
         try:
             async for chunk in response.content.iter_any():
                 await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except UPSTREAM_ERRORS as exc:
             # Headers are out: the only honest signal left is closing the connection
             # without the end of the body (the ASGI server does when we return).
             log.warning("lb.upstream_lost", error=f"{type(exc).__name__}: {exc}")
@@ -124,13 +104,3 @@ class Relay:
             return
         self.complete = True
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def _answer_for(exc: BaseException) -> dict:
-    """The one translation from an aiohttp exception to an error answer."""
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
-        return answers.upstream_unreachable(detail)
-    if isinstance(exc, TimeoutError):  # ServerTimeoutError is one too
-        return answers.upstream_timeout(detail)
-    return answers.upstream_lost(detail, mid_stream=False)
