@@ -1,5 +1,6 @@
 """The upstream client's error answers: real aiohttp against a closed local port, and
-the translation of aiohttp's exceptions (worker/lb/upstream.py's table)."""
+the translation of aiohttp's exceptions (worker/upstream.py's table, shared with the
+queue-mode proxy)."""
 
 from __future__ import annotations
 
