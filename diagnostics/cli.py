@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 from diagnostics.render import to_json, to_text
 from diagnostics.rules import RulePackError, load_pack
-from diagnostics.scan import InputError, classify_stream
+from diagnostics.scan import BLOCK_SIZE, InputError, classify_stream
 
 EXIT_OK, EXIT_FAILED_START, EXIT_ERROR = 0, 1, 2
 
@@ -29,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 no failed start, 1 a failed start found, 2 an input or the rule "
         "pack could not be read. Accepts raw vLLM output, docker/kubectl logs and RunPod "
         "console exports.",
+        formatter_class=_formatter,
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="log file, or - for stdin")
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -38,7 +39,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's formatter at the terminal's width, found as shutil finds it, without
+    importing shutil (argparse builds a formatter for every argument added)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return argparse.HelpFormatter(prog, width=max(columns, 1) - 2)
+
+
+def main(argv: list[str] | None = None, *, tune_memory: bool = False) -> int:
+    """``tune_memory``: keep freed memory on the heap once an input is big (the
+    console script; see :func:`_keep_freed_memory`)."""
     args = _parser().parse_args(argv)
     try:
         pack = load_pack(args.rules)
@@ -50,9 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.files:
         try:
             if name == "-":
-                diagnosis = classify_stream(_stdin(), pack)
+                stdin = _stdin()
+                if tune_memory:  # a pipe's size is unknown
+                    tune_memory = _keep_freed_memory()
+                diagnosis = classify_stream(stdin, pack)
             else:
                 with Path(name).open("rb") as stream:
+                    if tune_memory and _bigger_than_a_block(stream):
+                        tune_memory = _keep_freed_memory()
                     diagnosis = classify_stream(stream, pack)
         except (OSError, InputError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -75,19 +96,27 @@ def _stdin() -> BinaryIO:
 
 def run() -> int:
     """Console-script entry: like main(), quiet when the reader closes the pipe (| head)."""
-    _keep_freed_memory()
     try:
-        return main()
+        return main(tune_memory=True)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
 
 
-def _keep_freed_memory() -> None:
+def _bigger_than_a_block(stream: BinaryIO) -> bool:
+    try:
+        return os.fstat(stream.fileno()).st_size > BLOCK_SIZE
+    except (OSError, ValueError, AttributeError):
+        return True
+
+
+def _keep_freed_memory() -> bool:
     """A big log is read in blocks, and every block makes a few temporaries of its size.
     By default glibc hands such memory back to the kernel when it is freed and faults
     it in afresh for the next block: a third of the time on a 500 MB log. Keep it on
-    the heap instead (glibc only; elsewhere nothing changes)."""
+    the heap instead (glibc only; elsewhere nothing changes). Done only once an input is
+    bigger than a block: ctypes costs a small log's run more than it saves. Returns
+    False: nothing left to tune."""
     import ctypes  # only here: the library itself stays free of it
 
     try:
@@ -96,6 +125,7 @@ def _keep_freed_memory() -> None:
         libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: blocks below 32 MiB from the heap
     except (OSError, AttributeError):
         pass
+    return False
 
 
 if __name__ == "__main__":

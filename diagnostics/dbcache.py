@@ -71,11 +71,12 @@ def load_or_compile(
             return database
     database = compile_database()
     if folder is not None:
-        _write(folder, f"{name}.hsdb", hyperscan.dumpb(database))
+        write_entry(folder, f"{name}.hsdb", hyperscan.dumpb(database))
     return database
 
 
-def _read(path: Path, mode: int) -> hyperscan.Database | None:
+def read_entry(path: Path) -> bytes | None:
+    """The payload stored at ``path``; None when missing, short, corrupt or foreign."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -87,6 +88,13 @@ def _read(path: Path, mode: int) -> hyperscan.Database | None:
     payload = data[start:]
     if len(payload) != length or zlib.crc32(payload) != crc:
         return None
+    return payload
+
+
+def _read(path: Path, mode: int) -> hyperscan.Database | None:
+    payload = read_entry(path)
+    if payload is None:
+        return None
     try:
         database = hyperscan.loadb(payload, mode)
         database.scratch = hyperscan.Scratch(database)
@@ -95,7 +103,8 @@ def _read(path: Path, mode: int) -> hyperscan.Database | None:
     return database
 
 
-def _write(folder: Path, name: str, payload: bytes) -> None:
+def write_entry(folder: Path, name: str, payload: bytes) -> None:
+    """Store ``payload`` as ``folder/name`` atomically; any OSError: nothing stored."""
     import tempfile  # only when writing: importing it costs more than a cache hit
 
     temporary = None
@@ -110,12 +119,12 @@ def _write(folder: Path, name: str, payload: bytes) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
         return
-    _prune(folder)
+    _prune(folder, "*" + Path(name).suffix)
 
 
-def _prune(folder: Path) -> None:
+def _prune(folder: Path, pattern: str) -> None:
     try:
-        entries = sorted(folder.glob("*.hsdb"), key=lambda p: p.stat().st_mtime, reverse=True)
+        entries = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in entries[_KEEP:]:
             old.unlink(missing_ok=True)
     except OSError:

@@ -22,6 +22,7 @@ from diagnostics import dbcache
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would print its own complaint to stderr
 _LEADING_FLAGS = re.compile(r"^\(\?([a-zA-Z]+)\)")
+_ANCHOR_MARKS = ("^", "$", "\\A", "\\z", "\\Z")  # what prefilter_form may drop
 
 
 class RegexError(ValueError):
@@ -29,13 +30,24 @@ class RegexError(ValueError):
 
 
 class Regex:
-    """A compiled RE2 pattern with the parts of ``re.Pattern`` the pack uses."""
+    """A compiled RE2 pattern with the parts of ``re.Pattern`` the pack uses.
+
+    ``lazy=True`` (a pack read back from the validated-pack cache, whose every pattern
+    compiled when it was stored) defers RE2's compile to the first use of ``search`` or
+    ``groupindex``; afterwards they are plain attributes, as fast as an eager one."""
 
     __slots__ = ("_compiled", "flags", "groupindex", "pattern", "search")
 
-    def __init__(self, pattern: str):
+    def __init__(self, pattern: str, *, lazy: bool = False):
+        self.pattern = pattern
+        leading = _LEADING_FLAGS.match(pattern)
+        self.flags = re.IGNORECASE if leading and "i" in leading.group(1) else 0
+        if not lazy:
+            self._compile()
+
+    def _compile(self) -> None:
         try:
-            compiled = re2.compile(pattern, _OPTIONS)
+            compiled = re2.compile(self.pattern, _OPTIONS)
         except re2.error as exc:
             detail = exc.args[0] if exc.args else exc
             if isinstance(detail, bytes):
@@ -45,11 +57,14 @@ class Regex:
                 "back-references and look-around are not available"
             ) from None
         self._compiled = compiled
-        self.pattern = pattern
         self.groupindex: dict[str, int] = dict(compiled.groupindex)
         self.search = compiled.search
-        leading = _LEADING_FLAGS.match(pattern)
-        self.flags = re.IGNORECASE if leading and "i" in leading.group(1) else 0
+
+    def __getattr__(self, name: str):  # only called while a slot is unset: not compiled yet
+        if name in ("_compiled", "groupindex", "search"):
+            self._compile()
+            return object.__getattribute__(self, name)
+        raise AttributeError(name)
 
     def __repr__(self) -> str:
         return f"Regex({self.pattern!r})"
@@ -57,6 +72,8 @@ class Regex:
 
 def prefilter_form(pattern: str) -> str:
     """``pattern`` without anchors (outside character classes), for Hyperscan."""
+    if not any(mark in pattern for mark in _ANCHOR_MARKS):
+        return pattern  # nothing to drop (most patterns): no character-by-character walk
     out: list[str] = []
     i, n = 0, len(pattern)
     in_class = False

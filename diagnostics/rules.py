@@ -9,24 +9,39 @@ runs every match and capture in linear time) and in Hyperscan (the multi-pattern
 prefilter); see :mod:`diagnostics.matching`. Message templates may only name the
 rule's captures (``{name}``: no format spec or conversion, captures are text), and a
 mapping that repeats a key (``patterns:`` twice) is an error, not a silent override.
+
+A pack that passed validation is stored in the disk cache of :mod:`diagnostics.dbcache`
+(the parsed YAML, as ``marshal`` data), keyed by a hash of the pack files' names and
+bytes, the source of the modules that judge a pack (this one, evidence, model,
+matching) and the RE2 and Hyperscan builds. A later load of the same pack reads it
+back: no YAML parse, no checks again, and RE2 compiles each pattern on its first use.
+A pack not found there is read and validated in full, as always.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import marshal
+import os
 import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
-from importlib.resources.abc import Traversable
+from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hyperscan
-import yaml
+import re2
 
+from diagnostics import dbcache
 from diagnostics.evidence import TransientIf, parse_transient_if
 from diagnostics.matching import Regex, RegexError, hyperscan_database, prefilter_form
 from diagnostics.model import Category, State
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _RULE_KEYS = {
@@ -170,9 +185,19 @@ def default_rules_dir() -> Traversable:
     file name. A checkout that is not installed at all reads ``rules/`` beside the code.
     """
     try:
-        return resources.files("diagnostics.rulepack")
+        spec = importlib.util.find_spec("diagnostics.rulepack")
     except ModuleNotFoundError:
+        spec = None
+    if spec is None:
         return Path(__file__).resolve().parent.parent / "rules"
+    # One plain folder (the usual case): a Path, without importing importlib.resources
+    # (~5 ms of a small log's run).
+    folders = list(spec.submodule_search_locations or ())
+    if len(folders) == 1 and os.path.isdir(folders[0]):
+        return Path(folders[0])
+    from importlib import resources
+
+    return resources.files("diagnostics.rulepack")
 
 
 def load_pack(path: Path | str | None = None) -> RulePack:
@@ -187,40 +212,118 @@ def load_pack(path: Path | str | None = None) -> RulePack:
         raise RulePackError(f"{root}: no such rule file or folder")
     if not files:
         raise RulePackError(f"{root}: no *.yaml rule files")
+    sources = [(f.name, _read(f)) for f in files]
+    folder = dbcache.cache_dir()
+    name = _pack_key(sources) if folder is not None else None
+    if folder is not None and name is not None:
+        docs = _cached_docs(folder / f"{name}.pack")
+        if docs is not None:
+            return _build(docs, root, trusted=True)
+    docs = [(file_name, _parse(file_name, data)) for file_name, data in sources]
+    pack = _build(docs, root, trusted=False)
+    if folder is not None and name is not None:
+        try:
+            payload = marshal.dumps([_PACK_FORMAT, docs])
+        except ValueError:  # a YAML value marshal cannot hold (a date in a note): not cached
+            return pack
+        dbcache.write_entry(folder, f"{name}.pack", payload)
+    return pack
+
+
+def _read(file: Traversable) -> bytes:
+    try:
+        return file.read_bytes()
+    except OSError as exc:
+        raise RulePackError(f"{file.name}: cannot read: {exc}") from exc
+
+
+_PACK_FORMAT = 1  # bump when what is stored changes meaning
+# The modules whose code decides whether a pack is valid and what it means.
+_JUDGES = ("rules.py", "evidence.py", "model.py", "matching.py")
+
+
+def _pack_key(sources: list[tuple[str, bytes]]) -> str | None:
+    """A hash of the pack and of everything its validation depends on; None if unknown."""
+    digest = hashlib.sha256(b"rulepack%d\0" % _PACK_FORMAT)
+    here = Path(__file__).resolve().parent
+    try:
+        judges = [(name, (here / name).read_bytes()) for name in _JUDGES]
+        re2_file = os.stat(re2.__file__ or "")
+    except (OSError, TypeError):
+        return None
+    extra = (
+        str(getattr(hyperscan, "__version__", "")),
+        str(getattr(re2, "__version__", "")),
+        f"{re2.__file__}:{re2_file.st_size}:{re2_file.st_mtime_ns}",
+    )
+    for part in extra:
+        digest.update(part.encode() + b"\0")
+    for file_name, data in (*judges, *sources):
+        digest.update(b"%d:%s:%d:" % (len(file_name), file_name.encode(), len(data)) + data)
+    return digest.hexdigest()
+
+
+def _cached_docs(path: Path) -> list[tuple[str, object]] | None:
+    payload = dbcache.read_entry(path)
+    if payload is None:
+        return None
+    try:
+        stored = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if not (isinstance(stored, list) and len(stored) == 2 and stored[0] == _PACK_FORMAT):
+        return None
+    docs = stored[1]
+    if not isinstance(docs, list) or not all(
+        isinstance(d, tuple) and len(d) == 2 and isinstance(d[0], str) for d in docs
+    ):
+        return None
+    return docs
+
+
+def _parse(file_name: str, data: bytes) -> object:
+    import yaml  # only for a pack not in the cache: importing it costs ~10 ms
+
+    try:
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        return yaml.load(text, Loader=_unique_key_loader())
+    except UnicodeDecodeError as exc:
+        raise RulePackError(f"{file_name}: cannot read: {exc}") from exc
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise RulePackError(f"{file_name}: invalid YAML: {detail}") from exc
+
+
+def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> RulePack:
+    """The pack of parsed files; ``trusted``: read back from the cache of validated packs
+    (the checks are cheap and run again; only templates and RE2 compiles are skipped)."""
     rules: list[Rule] = []
     phases: list[Phase] = []
     seen: dict[str, str] = {}
-    for file in files:
-        try:
-            doc = yaml.load(file.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise RulePackError(f"{file.name}: cannot read: {exc}") from exc
-        except yaml.YAMLError as exc:
-            detail = " ".join(str(exc).split())
-            raise RulePackError(f"{file.name}: invalid YAML: {detail}") from exc
+    for file_name, doc in docs:
         if doc is None:
             continue
         if not isinstance(doc, dict):
             raise RulePackError(
-                f"{file.name}: top level must be a mapping with 'rules' and/or 'phases'"
+                f"{file_name}: top level must be a mapping with 'rules' and/or 'phases'"
             )
         unknown = set(doc) - _FILE_KEYS
         if unknown:
-            raise RulePackError(f"{file.name}: unknown top-level key(s) {sorted(unknown)}")
-        for index, raw in enumerate(_as_list(doc.get("phases", []), file.name, "phases")):
-            phases.append(_phase(raw, file.name, index))
-        for index, raw in enumerate(_as_list(doc.get("rules", []), file.name, "rules")):
-            rule = _rule(raw, file.name, index, priority=len(rules))
+            raise RulePackError(f"{file_name}: unknown top-level key(s) {sorted(unknown)}")
+        for index, raw in enumerate(_as_list(doc.get("phases", []), file_name, "phases")):
+            phases.append(_phase(raw, file_name, index, trusted))
+        for index, raw in enumerate(_as_list(doc.get("rules", []), file_name, "rules")):
+            rule = _rule(raw, file_name, index, priority=len(rules), trusted=trusted)
             if rule.id in seen:
                 first = seen[rule.id]
                 raise RulePackError(
-                    f"{file.name}: rule {rule.id!r}: field id: duplicate (first defined in {first})"
+                    f"{file_name}: rule {rule.id!r}: field id: duplicate (first defined in {first})"
                 )
-            seen[rule.id] = file.name
+            seen[rule.id] = file_name
             rules.append(rule)
     if not rules:
         raise RulePackError(f"{root}: the pack defines no rules")
-    return RulePack(rules, phases, [f.name for f in files])
+    return RulePack(rules, phases, [file_name for file_name, _ in docs])
 
 
 def _as_list(value: object, file: str, key: str) -> list:
@@ -229,31 +332,35 @@ def _as_list(value: object, file: str, key: str) -> list:
     return value
 
 
-try:
-    _SafeLoader = yaml.CSafeLoader  # libyaml: parses the pack ~10x faster
-except AttributeError:  # PyYAML built without libyaml
-    _SafeLoader = yaml.SafeLoader  # type: ignore[misc,assignment]
+@lru_cache(maxsize=1)
+def _unique_key_loader() -> type:
+    """A SafeLoader (libyaml's when built with it: ~10x faster) that refuses a mapping
+    repeating a key (YAML would keep the last)."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class UniqueKeyLoader(base):  # type: ignore[misc,valid-type]
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen: set[object] = set()
+                for key_node, _ in node.value:
+                    key = self.construct_object(key_node, deep=deep)
+                    if isinstance(key, list | dict):
+                        continue  # unhashable: the base class reports it
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r}", key_node.start_mark
+                        )
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
-class _UniqueKeyLoader(_SafeLoader):
-    """SafeLoader that refuses a mapping repeating a key (YAML would keep the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen: set[object] = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                if isinstance(key, list | dict):
-                    continue  # unhashable: the base class reports it
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r}", key_node.start_mark
-                    )
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _regexes(value: object, where: str, field_name: str) -> tuple[Regex, ...]:
+def _regexes(
+    value: object, where: str, field_name: str, trusted: bool = False
+) -> tuple[Regex, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
@@ -263,7 +370,7 @@ def _regexes(value: object, where: str, field_name: str) -> tuple[Regex, ...]:
     compiled = []
     for text in value:
         try:
-            compiled.append(Regex(text))
+            compiled.append(Regex(text, lazy=trusted))
         except RegexError as exc:
             raise RulePackError(f"{where}: field {field_name}: {_why_not(text, exc)}") from None
     return tuple(compiled)
@@ -278,7 +385,7 @@ def _why_not(text: str, exc: RegexError) -> str:
     return f"{text!r}: {exc}"
 
 
-def _phase(raw: object, file: str, index: int) -> Phase:
+def _phase(raw: object, file: str, index: int, trusted: bool = False) -> Phase:
     where = f"{file}: phase #{index + 1}"
     if not isinstance(raw, dict):
         raise RulePackError(f"{where}: must be a mapping")
@@ -288,10 +395,10 @@ def _phase(raw: object, file: str, index: int) -> Phase:
     name = raw.get("phase")
     if name not in PHASES:
         raise RulePackError(f"{where}: field phase: {name!r} is not one of {sorted(PHASES)}")
-    return Phase(name, _regexes(raw.get("patterns"), where, "patterns"), file)
+    return Phase(name, _regexes(raw.get("patterns"), where, "patterns", trusted), file)
 
 
-def _rule(raw: object, file: str, index: int, priority: int) -> Rule:
+def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = False) -> Rule:
     if not isinstance(raw, dict):
         raise RulePackError(f"{file}: rule #{index + 1}: must be a mapping")
     rule_id = raw.get("id")
@@ -322,16 +429,16 @@ def _rule(raw: object, file: str, index: int, priority: int) -> Rule:
             f"{'permanent' if category.permanent else 'transient'}, so permanent must be "
             f"{str(category.permanent).lower()}"
         )
-    patterns = _regexes(raw["patterns"], where, "patterns")
+    patterns = _regexes(raw["patterns"], where, "patterns", trusted)
     when = raw.get("when") or {}
     if not isinstance(when, dict) or set(when) - _WHEN_KEYS:
         raise RulePackError(f"{where}: field when: allowed keys are {sorted(_WHEN_KEYS)}")
     through = (
-        _regexes(when["traceback_through"], where, "when.traceback_through")
+        _regexes(when["traceback_through"], where, "when.traceback_through", trusted)
         if "traceback_through" in when
         else ()
     )
-    after = _regexes(when["after"], where, "when.after") if "after" in when else ()
+    after = _regexes(when["after"], where, "when.after", trusted) if "after" in when else ()
     before_ready = when.get("before_ready", False)
     if not isinstance(before_ready, bool):
         raise RulePackError(f"{where}: field when.before_ready: must be true or false")
@@ -341,14 +448,17 @@ def _rule(raw: object, file: str, index: int, priority: int) -> Rule:
     generic = raw.get("generic", False)
     if not isinstance(generic, bool):
         raise RulePackError(f"{where}: field generic: must be true or false")
-    for key in ("cause", "fix"):
-        _check_template(raw[key], patterns, defaults, where, key)
-    names = {name for rx in patterns for name in rx.groupindex} | set(defaults)
+    if not trusted:  # templates read the captures, which would compile every pattern
+        for key in ("cause", "fix"):
+            _check_template(raw[key], patterns, defaults, where, key)
+    names: set[str] = set()
+    if raw.get("transient_if") is not None:
+        names = {name for rx in patterns for name in rx.groupindex} | set(defaults)
     try:
         transient_if = parse_transient_if(raw.get("transient_if"), names)
     except ValueError as exc:
         raise RulePackError(f"{where}: field transient_if: {exc}") from None
-    if transient_if is not None:
+    if transient_if is not None and not trusted:
         for key in ("cause", "fix"):
             text = getattr(transient_if, key)
             _check_template(text, patterns, defaults, where, f"transient_if.{key}")

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import codecs
 import re
-import shutil
-import tempfile
 from typing import BinaryIO
 
 from diagnostics import fastpath
@@ -64,6 +62,9 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
     else:
         # A pipe cannot be read backwards: copied to a temporary file first (as a console
         # export is), in blocks.
+        import shutil  # only for a pipe: the imports cost more than a small log
+        import tempfile
+
         bom = raw[: len(raw) - len(raw.removeprefix(codecs.BOM_UTF8))]
         with tempfile.TemporaryFile() as spool:
             spool.write(bom + first)

@@ -8,7 +8,6 @@ splits), and reading a file backwards keeps one block and one line at a time.
 from __future__ import annotations
 
 import codecs
-import tempfile
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
@@ -147,6 +146,8 @@ def reversed_lines(first: bytes, stream: Reader, block_size: int) -> Iterator[tu
     The input is copied to a temporary file first (a pipe cannot be read backwards);
     a line longer than MAX_LINE keeps only its last MAX_LINE bytes.
     """
+    import tempfile  # only here: importing it costs more than classifying a small log
+
     with tempfile.TemporaryFile() as spool:
         count = 0
         last = b"\n"
