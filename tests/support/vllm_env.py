@@ -14,6 +14,7 @@ import socket
 import string
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -118,9 +119,22 @@ def events(log_dir: Path) -> list[dict]:
     return found
 
 
-def group_alive(pgid: int) -> bool:
-    """True while a live (non-zombie) process is in the group. Zombies are ignored:
-    orphans re-parented to a container's PID 1 may never be reaped."""
+def group_alive(pgid: int, settle_s: float = 5.0) -> bool:
+    """True while a live (non-zombie) process is still in the group after ``settle_s``.
+
+    A SIGKILLed process is gone only once the kernel has torn it down, a moment after
+    the signal; the group is polled until it is empty or ``settle_s`` has passed, so a
+    check right after a kill does not race that teardown. Zombies are ignored: orphans
+    re-parented to a container's PID 1 may never be reaped."""
+    deadline = time.monotonic() + settle_s
+    while _group_has_live_process(pgid):
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.01)  # polling /proc: there is no event for another group's exit
+    return False
+
+
+def _group_has_live_process(pgid: int) -> bool:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
