@@ -16,6 +16,8 @@ SCRIPT = ROOT / "scripts" / "snapshot_vllm_models.py"
 SNAPSHOT = ROOT / "worker" / "vllm_models.json"
 RESNAPSHOT = ".venv-vllm/bin/python scripts/snapshot_vllm_models.py"
 
+pytestmark = pytest.mark.vllm  # imports vLLM (~6 s): with the real-vLLM tests
+
 
 def test_model_snapshot_matches_installed_vllm() -> None:
     python = Path(os.environ.get("VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
