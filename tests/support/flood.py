@@ -15,7 +15,7 @@ if __name__ == "__main__":
     chunk = []
     for n in range(count):
         chunk.append(line % n)
-        if n % 50_000 == 0:
+        if n % max(count // 20, 1) == 0:  # 20 lines of 1 MB, whatever the count
             chunk += [big, junk]
         if len(chunk) >= 2000:
             out.write(b"".join(chunk))
