@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import pct, stop_group  # noqa: E402
 from tests.support.queue_server import QueueServer  # noqa: E402
 from tests.support.vllm_env import build_tiny_model, worker_env  # noqa: E402
 
@@ -80,11 +80,6 @@ NOOP_WORKER = (
     "exit_now(0)\n"
 )
 SCALERS = {"event": ["-m", "worker"], "sdk": ["-c", OLD_WORKER]}
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -291,13 +286,7 @@ def running(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+        stop_group(proc, 90)
 
 
 def measure_worker(scaler: str, model: Path, tmp: Path, args: argparse.Namespace) -> dict:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import sys
 import tempfile
@@ -37,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
+from bench.common import stop_group  # noqa: E402
 from tests.support.vllm_env import (  # noqa: E402
     build_tiny_model,
     free_port,
@@ -141,8 +141,7 @@ def main() -> None:
             direct.close()
             proxied.close()
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(60)
+            stop_group(proc)
     results["load_average"] = os.getloadavg()
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

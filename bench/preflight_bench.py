@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -40,22 +39,12 @@ sys.path.insert(0, str(ROOT))
 
 from huggingface_hub import constants  # noqa: E402
 
+from bench.common import pct, stop_group  # noqa: E402
 from diagnostics import load_pack  # noqa: E402
 from tests.support.hub_server import Described, HubServer  # noqa: E402
+from tests.support.tiny_model import HUB_CONFIG as CONFIG  # noqa: E402
 from worker.preflight import run_preflight  # noqa: E402
 
-CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "dtype": "float32",
-    "head_dim": 64,
-    "hidden_size": 128,
-    "max_position_embeddings": 2048,
-    "num_attention_heads": 2,
-    "num_hidden_layers": 2,
-    "num_key_value_heads": 1,
-    "vocab_size": 350,
-}
 REPOS = {
     "org/ok": CONFIG,
     "org/gated": CONFIG,
@@ -101,11 +90,6 @@ def write_repos(root: Path) -> dict[str, Path]:
             (folder / "model.safetensors").write_bytes(bytes(1024))
         dirs[repo] = folder
     return dirs
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def warm(hub: HubServer, repeat: int) -> dict[str, list[float]]:
@@ -159,8 +143,7 @@ def worker_runs(hub: HubServer, runs: int, root: Path) -> list[float]:
                 sys.stderr.write((tmp / "worker.err").read_text(errors="replace")[-3000:])
                 raise
             finally:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(60)
+                stop_group(proc)
         failed = next(
             e
             for e in events(tmp)
@@ -227,9 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{platform.node()} {platform.python_version()} load {os.getloadavg()[0]:.1f}")
     print("| case | p50 ms | p95 ms |\n|---|---:|---:|")
     for name, ts in warm_times.items():
-        print(f"| {name} | {statistics.median(ts) * 1000:.1f} | {pct(ts, 0.95) * 1000:.1f} |")
+        print(f"| {name} | {statistics.median(ts) * 1000:.1f} | {pct(ts, 95) * 1000:.1f} |")
     print(
-        f"| all cases, warm | {statistics.median(every) * 1000:.1f} | {pct(every, 0.95) * 1000:.1f} |"
+        f"| all cases, warm | {statistics.median(every) * 1000:.1f} | {pct(every, 95) * 1000:.1f} |"
     )
     print(
         f"| too long, cold process (imports included) | {statistics.median(cold_times) * 1000:.1f}"

@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import select
-import signal
 import statistics
 import subprocess
 import sys
@@ -47,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 import structlog  # noqa: E402
 
+from bench.common import stop_group  # noqa: E402
 from diagnostics import load_pack  # noqa: E402
 from tests.support.queue_server import QueueServer  # noqa: E402
 from tests.support.vllm_env import (  # noqa: E402
@@ -260,13 +260,7 @@ def measure_first_job(tmp: Path, model: Path, trace: bool) -> dict:
         try:
             done = queue.wait_done(job, timeout=600)
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc)
         record = queue.job(job)
         takes = [h for h in queue.hits() if h.kind.startswith("job-take")]
     logged = events(tmp)

@@ -21,6 +21,7 @@ from huggingface_hub import constants
 from diagnostics import classify_lines, load_pack
 from tests.support.hub_server import Described, HubServer
 from tests.support.queue_server import QueueServer
+from tests.support.tiny_model import HUB_CONFIG as CONFIG
 from tests.support.vllm_env import (
     QUIET_ENV,
     ROOT,
@@ -33,18 +34,6 @@ from tests.support.vllm_env import (
 from worker.preflight import run_preflight
 
 PACK = load_pack()
-CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "dtype": "float32",
-    "head_dim": 64,
-    "hidden_size": 128,
-    "max_position_embeddings": 2048,
-    "num_attention_heads": 2,
-    "num_hidden_layers": 2,
-    "num_key_value_heads": 1,
-    "vocab_size": 350,
-}
 BIG = {  # 141 GB of bf16 weights, described by the hub, never stored or served
     "model-00001-of-00002.safetensors": Described(80 * 10**9, {"BF16": 40 * 10**9}),
     "model-00002-of-00002.safetensors": Described(61 * 10**9, {"BF16": 30_500_000_000}),

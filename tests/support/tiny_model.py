@@ -27,6 +27,21 @@ HEADS = 2
 KV_HEADS = 1
 MAX_POSITIONS = 2048
 
+# The tiny model's config.json as a hub describes it (the fields the pre-flight reads), for
+# tests and benches that serve a description of the model rather than the model itself.
+HUB_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "dtype": "float32",
+    "head_dim": HIDDEN // HEADS,
+    "hidden_size": HIDDEN,
+    "max_position_embeddings": MAX_POSITIONS,
+    "num_attention_heads": HEADS,
+    "num_hidden_layers": LAYERS,
+    "num_key_value_heads": KV_HEADS,
+    "vocab_size": VOCAB_SIZE,
+}
+
 # A few sentences are enough for a byte-level BPE to reach ~350 tokens.
 _CORPUS = [
     "Hello, world! This is a tiny model used to test a vLLM worker.",
