@@ -6,7 +6,6 @@ import json
 import multiprocessing
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from diagnostics import Category, Diagnosis, State
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import ROOT, start_worker, worker_env
+from tests.support.vllm_env import ROOT, replay_env, start_worker
 from worker.breaker import RestartLedger, config_key, judge
 
 CUDA = Diagnosis(
@@ -178,13 +177,12 @@ def test_worker_trips_the_breaker_on_the_third_transient_failure(tmp_path, relia
     volume.mkdir()
     codes, answers = [], []
     with QueueServer() as queue:
-        env = worker_env(
+        env = replay_env(
             tmp_path,
-            MODEL_NAME="stand-in/model",
+            CUDA_FIXTURE,
             BASE_PATH=str(volume),
             CRASH_LOOP_LIMIT="2",
             TRANSIENT_ANSWER_TIMEOUT="1",
-            VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {CUDA_FIXTURE} 1",
             **queue.env(),
         )
         for _ in range(2):

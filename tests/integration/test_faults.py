@@ -24,6 +24,7 @@ from tests.support.vllm_env import (
     events,
     group_alive,
     needs_vllm,
+    replay_env,
     start_worker,
     worker_env,
 )
@@ -178,11 +179,10 @@ def test_disk_full_is_named_and_an_unwritable_ledger_is_not_fatal(tmp_path, reli
     (volume / ".vllm-worker").write_text("a file where the ledger folder should be")
     fixture = ROOT / "fixtures/vllm-0.32/disk-full-download.log"
     with QueueServer() as queue:
-        env = worker_env(
+        env = replay_env(
             tmp_path,
-            MODEL_NAME="stand-in/model",
+            fixture,
             BASE_PATH=str(volume),
-            VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {fixture} 1",
             **queue.env(),
         )
         job = queue.submit({"prompt": "x"})

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import (
     ROOT,
     events,
+    replay_env,
     start_worker,
     worker_env,
 )
@@ -50,11 +50,10 @@ def test_permanent_failure_answers_every_job_and_stays_up(tmp_path):
     """vLLM's real output of a start with MAX_MODEL_LEN above the model's limit (recorded
     from vLLM 0.32 here), replayed by a stand-in through the real SDK job loop."""
     with QueueServer() as queue:
-        env = worker_env(
+        env = replay_env(
             tmp_path,
-            MODEL_NAME="stand-in/model",
+            MAX_LEN_FIXTURE,
             MAX_MODEL_LEN="8192",
-            VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {MAX_LEN_FIXTURE} 1",
             **queue.env(),
         )
         jobs = [queue.submit({"openai_route": "/v1/models"}) for _ in range(3)]
@@ -80,10 +79,9 @@ def test_permanent_failure_answers_every_job_and_stays_up(tmp_path):
 def test_transient_failure_answers_one_job_then_exits_nonzero(tmp_path):
     """A GPU fault cannot happen here: a stand-in replays a real CUDA failure log."""
     with QueueServer() as queue:
-        env = worker_env(
+        env = replay_env(
             tmp_path,
-            MODEL_NAME="stand-in/model",
-            VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {CUDA_FIXTURE} 1",
+            CUDA_FIXTURE,
             **queue.env(),
         )
         first, second = queue.submit({"prompt": "a"}), queue.submit({"prompt": "b"})
@@ -100,11 +98,10 @@ def test_transient_failure_answers_one_job_then_exits_nonzero(tmp_path):
 
 def test_transient_failure_without_jobs_exits_anyway(tmp_path):
     with QueueServer() as queue:
-        env = worker_env(
+        env = replay_env(
             tmp_path,
-            MODEL_NAME="stand-in/model",
+            CUDA_FIXTURE,
             TRANSIENT_ANSWER_TIMEOUT="2",
-            VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {CUDA_FIXTURE} 1",
             **queue.env(),
         )
         proc = start_worker(env, tmp_path)

@@ -96,6 +96,13 @@ def worker_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def replay_env(tmp: Path, fixture: Path, **extra: str) -> dict[str, str]:
+    """A worker environment whose vLLM is a stand-in (``tests.support.replay_log``) printing
+    the recorded real log ``fixture`` and exiting 1: for failures that cannot happen here."""
+    command = f"{sys.executable} -m tests.support.replay_log {fixture} 1"
+    return worker_env(tmp, **{"MODEL_NAME": "stand-in/model", "VLLM_COMMAND": command, **extra})
+
+
 def start_worker(env: dict[str, str], log_dir: Path) -> subprocess.Popen:
     """The worker as a process of its own, its output in log_dir/worker.out and .err."""
     with (log_dir / "worker.out").open("wb") as out, (log_dir / "worker.err").open("wb") as err:

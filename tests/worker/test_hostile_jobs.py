@@ -10,7 +10,7 @@ import signal
 import sys
 
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import ROOT, start_worker, worker_env
+from tests.support.vllm_env import ROOT, replay_env, start_worker
 from worker.job_fetch import INPUT_ERROR, MAX_DEPTH, flatten, parse_jobs
 
 PERMANENT = ROOT / "fixtures" / "vllm-0.32" / "max-model-len-too-large.log"
@@ -50,10 +50,9 @@ def test_the_worker_answers_a_job_nested_too_deep_for_the_sdk(tmp_path, reliabil
     sys.setrecursionlimit(20_000)  # the queue server (this process) must encode it
     try:
         with QueueServer() as queue:
-            env = worker_env(
+            env = replay_env(
                 tmp_path,
-                MODEL_NAME="stand-in/model",
-                VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {PERMANENT} 1",
+                PERMANENT,
                 **queue.env(),
             )
             deep = queue.submit({"messages": json.loads(_deep(3000))})

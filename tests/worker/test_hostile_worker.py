@@ -23,6 +23,7 @@ from tests.support.vllm_env import (
     PLANTED_ENV,
     events,
     planted_value,
+    replay_env,
     start_worker,
     worker_env,
 )
@@ -79,13 +80,12 @@ def test_no_secret_form_leaves_the_worker(tmp_path, tmp_path_factory, planted_se
     volume = tmp_path / "volume"
     volume.mkdir()
     with QueueServer() as queue:
-        env = worker_env(
+        env = replay_env(
             tmp_path,
-            MODEL_NAME="stand-in/model",
+            script,
             BASE_PATH=str(volume),
             HF_ENDPOINT=endpoint,
             TRANSIENT_ANSWER_TIMEOUT="5",
-            VLLM_COMMAND=f"{sys.executable} -m tests.support.replay_log {script} 1",
             **queue.env(),
         )
         _bad_ledger(volume, env)
