@@ -62,6 +62,18 @@ def no_secret_leaks(request):
     assert not leaks, f"planted secrets leaked: {leaks}"
 
 
+@pytest.fixture
+def hub_reachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let this process's huggingface_hub client reach the loopback hub
+    (tests/support/hub_server.py): it read HF_HUB_OFFLINE at import. No telemetry, and no
+    HF_TOKEN from the caller's environment."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+
+
 _OUTCOMES: list[tuple[str, str, str, str, tuple[str, ...]]] = []
 _PASSED: set[str] = set()
 

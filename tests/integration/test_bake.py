@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from huggingface_hub import constants
 
 from tests.support.hub_server import HubServer
 from tests.support.queue_server import QueueServer
@@ -41,11 +40,7 @@ MISSING = "tiny-org/does-not-exist"
 SECRET = "hf_not_a_real_token_0123456789"
 
 
-@pytest.fixture(autouse=True)
-def _hermetic_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    # huggingface_hub read HF_HUB_OFFLINE at import; the loopback hub must be reachable.
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+pytestmark = pytest.mark.usefixtures("hub_reachable")
 
 
 @pytest.fixture(scope="module")

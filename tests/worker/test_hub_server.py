@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from huggingface_hub import constants, hf_hub_download, snapshot_download
+from huggingface_hub import hf_hub_download, snapshot_download
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -28,10 +28,7 @@ MISSING = "tiny-org/does-not-exist"
 NOT_A_TOKEN = "not-a-real-token"
 
 
-@pytest.fixture(autouse=True)
-def _hermetic_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+pytestmark = pytest.mark.usefixtures("hub_reachable")
 
 
 @pytest.fixture(scope="module")

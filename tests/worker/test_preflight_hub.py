@@ -10,7 +10,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from huggingface_hub import constants
 
 from diagnostics import Category, State, load_pack
 from tests.support.hub_server import Described, HubServer
@@ -46,10 +45,7 @@ def write_model(root: Path, config: dict = CONFIG) -> Path:
     return root
 
 
-@pytest.fixture(autouse=True)
-def _hermetic_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+pytestmark = pytest.mark.usefixtures("hub_reachable")
 
 
 @pytest.fixture(scope="module")
