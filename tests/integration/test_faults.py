@@ -25,6 +25,7 @@ from tests.support.vllm_env import (
     group_alive,
     needs_vllm,
     replay_env,
+    stand_in_env,
     start_worker,
     worker_env,
 )
@@ -38,11 +39,10 @@ def test_output_flood_is_drained_with_bounded_memory(tmp_path, reliability):
     real CUDA failure line: the supervisor reads it all, classifies the last line,
     and its memory stays bounded."""
     with QueueServer() as queue:
-        env = worker_env(
+        env = stand_in_env(
             tmp_path,
-            MODEL_NAME="stand-in/model",
+            f"{sys.executable} -m tests.support.flood 300000",
             TRANSIENT_ANSWER_TIMEOUT="1",
-            VLLM_COMMAND=f"{sys.executable} -m tests.support.flood 300000",
             **queue.env(),
         )
         wrapper = textwrap.dedent(

@@ -28,7 +28,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import ROOT, events, worker_env
+from tests.support.vllm_env import ROOT, events, stand_in_env
 
 # What the Dockerfile copies into the image before `pip install /src`.
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "worker", "diagnostics", "rules")
@@ -194,11 +194,10 @@ def test_worker_loads_settings_rule_pack_and_flags_and_answers(venv, elsewhere, 
     this venv: a stand-in replays the real log of a start with MAX_MODEL_LEN too long."""
     fixture = FIXTURES / "max-model-len-too-large.log"
     with QueueServer() as queue:
-        env = worker_env(
+        env = stand_in_env(
             tmp_path,
-            MODEL_NAME="stand-in/model",
+            f"{sys.executable} {REPLAY} {fixture} 1",
             MAX_MODEL_LEN="8192",
-            VLLM_COMMAND=f"{sys.executable} {REPLAY} {fixture} 1",
             **queue.env(),
         )
         env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME")}

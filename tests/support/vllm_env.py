@@ -96,11 +96,15 @@ def worker_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def stand_in_env(tmp: Path, command: str, **extra: str) -> dict[str, str]:
+    """A worker environment whose vLLM is the stand-in process ``command``."""
+    return worker_env(tmp, **{"MODEL_NAME": "stand-in/model", "VLLM_COMMAND": command, **extra})
+
+
 def replay_env(tmp: Path, fixture: Path, **extra: str) -> dict[str, str]:
     """A worker environment whose vLLM is a stand-in (``tests.support.replay_log``) printing
     the recorded real log ``fixture`` and exiting 1: for failures that cannot happen here."""
-    command = f"{sys.executable} -m tests.support.replay_log {fixture} 1"
-    return worker_env(tmp, **{"MODEL_NAME": "stand-in/model", "VLLM_COMMAND": command, **extra})
+    return stand_in_env(tmp, f"{sys.executable} -m tests.support.replay_log {fixture} 1", **extra)
 
 
 def start_worker(env: dict[str, str], log_dir: Path) -> subprocess.Popen:
