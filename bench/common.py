@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = 60.0) -> None:
@@ -23,3 +26,17 @@ def pct(values: list[float], q: float) -> float:
     """The ``q``-th percentile (0-100) of ``values``, nearest rank."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def parse_args(
+    parser: argparse.ArgumentParser, argv: list[str] | None = None
+) -> argparse.Namespace:
+    """``parser``'s arguments plus ``--json PATH``, where every bench writes its numbers."""
+    parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    return parser.parse_args(argv)
+
+
+def write_json(path: Path | None, results: object) -> None:
+    """``results`` as JSON in ``path`` (the ``--json`` option), where one was given."""
+    if path is not None:
+        path.write_text(json.dumps(results, indent=2, default=str) + "\n")

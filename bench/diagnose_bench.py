@@ -58,6 +58,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import parse_args, write_json  # noqa: E402
 from diagnostics.matching import prefilter_form  # noqa: E402
 from diagnostics.rules import RulePack, load_pack  # noqa: E402
 from diagnostics.scan import classify_stream  # noqa: E402
@@ -454,8 +455,7 @@ def main() -> int:
     parser.add_argument("--pack-grep-mb", type=int, default=0)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-mb", type=int, default=50)
-    parser.add_argument("--json", type=Path, help="write the results here as JSON")
-    args = parser.parse_args()
+    args = parse_args(parser)
     if not DIAGNOSE.exists():
         print(f"{DIAGNOSE} not found: install the project into .venv first", file=sys.stderr)
         return 2
@@ -521,21 +521,17 @@ def main() -> int:
             met.append(row.diagnose / row.grep <= TARGET_TIME_RATIO)
         met.append(row.diagnose_rss_mb < TARGET_RSS_MB and row.verdict_ok)
     print(f"targets: {'all met' if all(met) else 'NOT all met'}")
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-                    "loadavg_after": os.getloadavg(),
-                    "rows": [
-                        asdict(r) | {"diagnose_median": r.diagnose, "grep_median": r.grep}
-                        for r in rows
-                    ],
-                },
-                indent=2,
-            )
-        )
+    write_json(
+        args.json,
+        {
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+            "loadavg_after": os.getloadavg(),
+            "rows": [
+                asdict(r) | {"diagnose_median": r.diagnose, "grep_median": r.grep} for r in rows
+            ],
+        },
+    )
     if args.pack_grep_mb:
         failing = next(
             log for log in build_logs(args.workdir, args.size_mb * MIB) if log.name == "failing"

@@ -49,7 +49,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import pct, stop_group  # noqa: E402
+from bench.common import parse_args, pct, stop_group, write_json  # noqa: E402
 from tests.support.queue_server import QueueServer  # noqa: E402
 from tests.support.vllm_env import build_tiny_model, worker_env  # noqa: E402
 
@@ -397,9 +397,8 @@ def main() -> int:
     parser.add_argument("--stream-jobs", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=3, help="direct/via alternations")
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--json", type=Path, help="write raw samples and summaries here")
     parser.add_argument("--noop-only", action="store_true", help="skip vLLM: the queue alone")
-    args = parser.parse_args()
+    args = parse_args(parser)
     tmp = Path(tempfile.mkdtemp(prefix="job-overhead-"))
     load_before = os.getloadavg()
     model = build_tiny_model(tmp / "model")
@@ -415,8 +414,7 @@ def main() -> int:
     table = report(results)
     print(table)
     print(f"load average before {load_before}, after {os.getloadavg()}")
-    if args.json:
-        args.json.write_text(json.dumps(results))
+    write_json(args.json, results)
     return 0
 
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bench.common import stop_group  # noqa: E402
+from bench.common import parse_args, stop_group, write_json  # noqa: E402
 from tests.support.vllm_env import (  # noqa: E402
     build_tiny_model,
     free_port,
@@ -102,8 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--warmup", type=int, default=40)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    args = parse_args(parser)
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -143,8 +142,7 @@ def main() -> None:
         finally:
             stop_group(proc)
     results["load_average"] = os.getloadavg()
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    write_json(args.json, results)
 
 
 if __name__ == "__main__":

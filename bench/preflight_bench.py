@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from huggingface_hub import constants  # noqa: E402
 
-from bench.common import pct, stop_group  # noqa: E402
+from bench.common import parse_args, pct, stop_group, write_json  # noqa: E402
 from diagnostics import load_pack  # noqa: E402
 from tests.support.hub_server import Described, HubServer  # noqa: E402
 from tests.support.tiny_model import HUB_CONFIG as CONFIG  # noqa: E402
@@ -195,8 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--cold", type=int, default=5, help="fresh-process runs")
     cli.add_argument("--worker", type=int, default=0, help="worker-process runs")
     cli.add_argument("--yardstick", action="store_true", help="also time real vLLM once")
-    cli.add_argument("--json", type=Path, help="write the numbers here")
-    args = cli.parse_args(argv)
+    args = parse_args(cli, argv)
     constants.HF_HUB_OFFLINE = False
     with tempfile.TemporaryDirectory(prefix="preflight-bench-") as tmp:
         root = Path(tmp)
@@ -225,13 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     if vllm_s is not None:
         print(f"| too long, real vLLM spawn to exit (yardstick) | {vllm_s * 1000:.0f} | (1 run) |")
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"warm": warm_times, "cold": cold_times, "worker": worker_times, "vllm_s": vllm_s},
-                indent=1,
-            )
-        )
+    write_json(
+        args.json,
+        {"warm": warm_times, "cold": cold_times, "worker": worker_times, "vllm_s": vllm_s},
+    )
     return 0
 
 

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 import structlog  # noqa: E402
 
-from bench.common import stop_group  # noqa: E402
+from bench.common import parse_args, stop_group, write_json  # noqa: E402
 from diagnostics import load_pack  # noqa: E402
 from tests.support.queue_server import QueueServer  # noqa: E402
 from tests.support.vllm_env import (  # noqa: E402
@@ -290,8 +290,7 @@ def main() -> int:
     parser.add_argument("--only", choices=("ready", "failed", "first-job"), action="append")
     parser.add_argument("--trace", action="store_true", help="timing marks in the SDK start")
     parser.add_argument("--wait-idle", type=float, default=900.0)
-    parser.add_argument("--json", type=Path, help="write the results here as JSON")
-    args = parser.parse_args()
+    args = parse_args(parser)
     if not VLLM_PYTHON.exists():
         print(f"vLLM CPU build not found at {VLLM_PYTHON}", file=sys.stderr)
         return 2
@@ -353,20 +352,16 @@ def main() -> int:
                     firsts.setdefault(name, []).append(ms)
         for name, values in sorted(firsts.items(), key=lambda item: statistics.median(item[1])):
             print(f"    {statistics.median(values):8.1f}  {name}  {values}")
-    if args.json:
-        with contextlib.suppress(OSError):
-            args.json.write_text(
-                json.dumps(
-                    {
-                        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                        "cpus": os.cpu_count(),
-                        "results": results,
-                        "summary": summary,
-                    },
-                    indent=2,
-                    default=str,
-                )
-            )
+    with contextlib.suppress(OSError):
+        write_json(
+            args.json,
+            {
+                "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                "cpus": os.cpu_count(),
+                "results": results,
+                "summary": summary,
+            },
+        )
     return 0
 
 
