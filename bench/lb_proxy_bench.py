@@ -37,12 +37,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from bench.common import parse_args, stop_group, write_json  # noqa: E402
-from tests.support.vllm_env import (  # noqa: E402
-    build_tiny_model,
-    free_port,
-    start_worker,
-    worker_env,
-)
+from tests.support.vllm_env import build_tiny_model, free_port, start_worker, worker_env  # noqa: E402
 
 SERVED = "tiny"
 BODY = {"model": SERVED, "prompt": "Hello", "max_tokens": 1, "temperature": 0}
