@@ -25,6 +25,7 @@ from tests.support.vllm_env import (
     group_alive,
     needs_vllm,
     replay_env,
+    run_python,
     stand_in_env,
     start_worker,
     worker_env,
@@ -52,14 +53,7 @@ def test_output_flood_is_drained_with_bounded_memory(tmp_path, reliability):
             print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
             """
         )
-        result = subprocess.run(
-            [sys.executable, "-c", wrapper],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        result = run_python(["-c", wrapper], env, timeout=600)
     (tmp_path / "worker.err").write_text(result.stderr)
     code, max_rss_kb = map(int, result.stdout.split())
     failed = [e for e in events(tmp_path) if e.get("event") == "worker.failed"]
@@ -79,14 +73,7 @@ def test_broken_rule_pack_stops_the_worker_clearly(tmp_path, reliability):
     rules.mkdir()
     (rules / "10-x.yaml").write_text("rules:\n  - id: x\n    patterns: ['(unclosed']\n")
     env = worker_env(tmp_path, MODEL_NAME="m", RULES_PATH=str(rules))
-    result = subprocess.run(
-        [sys.executable, "-m", "worker"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_python(["-m", "worker"], env, timeout=120)
     assert result.returncode == 3
     (line,) = [json.loads(x) for x in result.stderr.splitlines() if "rule_pack_broken" in x]
     assert line["error"].startswith("10-x.yaml: rule 'x': field")

@@ -96,6 +96,13 @@ def worker_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def run_python(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """``python ARGS`` (this interpreter) from the repository root, its output as text."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def stand_in_env(tmp: Path, command: str, **extra: str) -> dict[str, str]:
     """A worker environment whose vLLM is the stand-in process ``command``."""
     return worker_env(tmp, **{"MODEL_NAME": "stand-in/model", "VLLM_COMMAND": command, **extra})

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.support.vllm_env import ROOT
+from tests.support.vllm_env import run_python
 
 SCRIPT = """
 import asyncio, contextlib, json, sys
@@ -38,14 +36,7 @@ print(json.dumps({"diagnosis": d.to_dict() if d else None, "left": left,
 def run(**knobs: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOD_")}
     env.update(RUNPOD_SKIP_GPU_CHECK="true", **knobs)
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_python(["-c", SCRIPT], env, timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
