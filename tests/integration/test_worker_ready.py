@@ -199,9 +199,12 @@ def test_streaming_chat_yields_sse_chunks_ending_with_done(ready_worker):
     )
     done = queue.wait_done(job, 120)
     chunks = done["output"]
-    assert len(chunks) > 1
+    # A chunk is what vLLM had sent when the worker read: one or more whole SSE events.
     assert all(isinstance(c, str) and c.startswith("data: ") for c in chunks)
-    assert chunks[-1].strip() == "data: [DONE]"
+    assert all(c.endswith("\n\n") for c in chunks)
+    events = "".join(chunks).split("\n\n")
+    assert events[-1] == "" and events[-2] == "data: [DONE]"
+    assert len(events) > 3  # role, tokens, finish, [DONE]: several events, not one body
     assert len(queue.job(job).stream) == len(chunks)  # each chunk was streamed as it came
 
 
