@@ -24,6 +24,7 @@ import pytest
 
 from tests.support.hub_server import HubServer
 from tests.support.queue_server import QueueServer
+from tests.support.sse import check_sse_chunks
 from tests.support.vllm_env import (
     PLANTED_TOKEN,
     QUIET_ENV,
@@ -238,7 +239,7 @@ def test_ready_streams_chat(ready):
         }
     )
     chunks = queue.wait_done(job, 120)["output"]
-    assert len(chunks) > 1 and chunks[-1].strip() == "data: [DONE]"
+    check_sse_chunks(chunks)
     assert len(queue.job(job).stream) == len(chunks)  # streamed as they came
 
 

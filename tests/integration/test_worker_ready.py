@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tests.support.openai_gateway import OpenAIGateway
 from tests.support.queue_server import QueueServer
+from tests.support.sse import check_sse_chunks
 from tests.support.vllm_env import (
     ROOT,
     build_tiny_model,
@@ -199,12 +200,7 @@ def test_streaming_chat_yields_sse_chunks_ending_with_done(ready_worker):
     )
     done = queue.wait_done(job, 120)
     chunks = done["output"]
-    # A chunk is what vLLM had sent when the worker read: one or more whole SSE events.
-    assert all(isinstance(c, str) and c.startswith("data: ") for c in chunks)
-    assert all(c.endswith("\n\n") for c in chunks)
-    events = "".join(chunks).split("\n\n")
-    assert events[-1] == "" and events[-2] == "data: [DONE]"
-    assert len(events) > 3  # role, tokens, finish, [DONE]: several events, not one body
+    check_sse_chunks(chunks)
     assert len(queue.job(job).stream) == len(chunks)  # each chunk was streamed as it came
 
 
