@@ -97,14 +97,3 @@ def unwrapped_part(line: str) -> str:
     """A raw line as printed, for joining with the rest of a wrapped message: no line
     end or colour codes, but its trailing spaces kept."""
     return strip_ansi(line.rstrip("\r\n")).replace("\r", " ")
-
-
-def wrapped_line_starts(block: bytes) -> list[int]:
-    """Offsets of the lines of ``block`` that look cut at a terminal's width (by byte
-    length; lines with colour codes are judged by the classifier on their text)."""
-    starts, pos = [], 0
-    for line in block.split(b"\n"):
-        if len(line) >= 80 and len(line.rstrip(b"\r")) in WRAP_WIDTHS:
-            starts.append(pos)
-        pos += len(line) + 1
-    return starts

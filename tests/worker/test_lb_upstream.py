@@ -12,7 +12,8 @@ import pytest
 
 from tests.support.vllm_env import free_port
 from worker.lb import bodies
-from worker.lb.upstream import Relay, Upstream, _answer_for
+from worker.lb.upstream import Relay, Upstream
+from worker.upstream import answer_for
 
 
 def test_unreachable_vllm_is_answered_503_upstream_error():
@@ -47,6 +48,6 @@ def test_unreachable_vllm_is_answered_503_upstream_error():
     ],
 )
 def test_aiohttp_errors_map_to_the_queue_modes_upstream_answers(exc, status):
-    answer = bodies.upstream(_answer_for(exc))
+    answer = bodies.upstream(answer_for(exc))
     assert answer.status == status
     assert json.loads(answer.body)["error"]["code"] == status

@@ -19,8 +19,7 @@ from yarl import URL
 
 from worker.lb import bodies
 from worker.lb.health import respond
-from worker.upstream import UPSTREAM_ERRORS, open_session
-from worker.upstream import answer_for as _answer_for
+from worker.upstream import UPSTREAM_ERRORS, answer_for, open_session
 
 log = structlog.get_logger("worker.lb")
 
@@ -79,7 +78,7 @@ class Relay:
             )
         except UPSTREAM_ERRORS as exc:
             self.complete = True
-            await respond(self.send, bodies.upstream(_answer_for(exc)))
+            await respond(self.send, bodies.upstream(answer_for(exc)))
             return
         try:
             await self._relay(response)
