@@ -107,6 +107,9 @@ def test_a_stop_before_settling_takes_no_job_and_stops_vllm(
 
     def sigterm_once_chained() -> None:
         assert installed.wait(30)
+        # After the spawn (on a busy machine a SIGTERM could otherwise come first, and
+        # there would be no vLLM to stop); the "hang" stand-in never settles.
+        assert supervisor.spawned.wait(30)
         os.kill(os.getpid(), signal.SIGTERM)
 
     sender = threading.Thread(target=sigterm_once_chained)
