@@ -14,7 +14,10 @@ gate, its SIGTERM handling) and replaces only the waiting:
   a concurrency modifier is re-read as often as before;
 * at the stop, the run loop ends only after the fetch loop has: a job-take that was on
   the wire when the stop came is still run and answered (the SDK's loop could leave it
-  queued and unanswered).
+  queued and unanswered);
+* the per-job stop poll runs while jobs do and is cancelled once both job loops have
+  ended: the SDK waits for it too, which is up to a 1 s sleep after an empty answer or
+  a stop poll the queue holds open (bounded at 90 s) between the last answer and exit.
 
 ``start`` is the one install point: the SDK's own ``runpod.serverless.start`` runs as
 usual and builds this scaler where it would build its own. The SDK's version is pinned
@@ -29,7 +32,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from runpod.http_client import ClientSession, TooManyRequests
+from runpod.http_client import AsyncClientSession, ClientSession, TooManyRequests
 from runpod.serverless.modules import rp_scale
 from runpod.serverless.modules.rp_scale import JobScaler
 
@@ -54,8 +57,16 @@ class EventJobScaler(JobScaler):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self) -> None:
+        """The SDK's ``run``, ending the per-job stop poll once the job loops have ended."""
         self._loop = asyncio.get_running_loop()
-        await super().run()
+        async with AsyncClientSession() as session:
+            stop_poll = asyncio.create_task(self.monitor_stop_signals(session))
+            try:
+                await asyncio.gather(self.get_jobs(session), self.run_jobs(session))
+            finally:
+                stop_poll.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await stop_poll
 
     def kill_worker(self) -> None:
         super().kill_worker()

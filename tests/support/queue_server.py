@@ -89,12 +89,18 @@ class QueueServer:
     """The queue: submit jobs, start a worker with ``env()``, read back what it sent.
 
     ``hold_s`` is how long an empty job-take is held open before 204 (the real queue
-    long-polls; instant 204s make the SDK spin). ``delay_s`` delays the answer to every
-    result POST (job-done, job-stream).
+    long-polls; instant 204s make the SDK spin). A stopping worker waits for the poll
+    on the wire (a job in its answer must still be run), so the default is short: each
+    worker stop in the suite would otherwise wait about a second for it. ``stop_hold_s``
+    holds an empty job-stop poll open the same way (0: answered at once). ``delay_s``
+    delays the answer to every result POST (job-done, job-stream).
     """
 
-    def __init__(self, *, hold_s: float = 1.0, delay_s: float = 0.0) -> None:
+    def __init__(
+        self, *, hold_s: float = 0.2, stop_hold_s: float = 0.0, delay_s: float = 0.0
+    ) -> None:
         self.hold_s = hold_s
+        self.stop_hold_s = stop_hold_s
         self.delay_s = delay_s
         self._cond = threading.Condition()
         self._closed = threading.Event()
@@ -105,6 +111,7 @@ class QueueServer:
         self._faults: list[_Fault] = []
         self._hits: list[Hit] = []
         self._polls_held = 0
+        self._stop_polls_held = 0
         self._server = _Server(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
         # A short poll interval so close() returns promptly (serve_forever's default is 0.5 s).
@@ -223,6 +230,12 @@ class QueueServer:
         with self._cond:
             return self._polls_held
 
+    @property
+    def stop_polls_held(self) -> int:
+        """How many job-stop polls are being held open right now."""
+        with self._cond:
+            return self._stop_polls_held
+
     def hits(self, kind: str | None = None) -> list[Hit]:
         """Requests answered (or dropped) so far, optionally only those of one kind."""
         with self._cond:
@@ -299,6 +312,14 @@ class QueueServer:
                 return 400, {"error": "body is not JSON"}
             return self._record_result(kind, args["job"], body, query)
         if kind == "job-stop":
+            if not self._stops and self.stop_hold_s > 0:
+                self._stop_polls_held += 1
+                self._cond.notify_all()
+                try:
+                    ended = lambda: self._stops or self._closed.is_set()  # noqa: E731
+                    self._cond.wait_for(ended, self.stop_hold_s)
+                finally:
+                    self._stop_polls_held -= 1
             stops, self._stops = self._stops, []
             return (200, {"jobsToStop": stops}) if stops else (204, None)
         return 200, {}  # ping

@@ -229,6 +229,19 @@ def test_a_job_taken_after_sigterm_is_still_answered(tmp_path):
         assert len(queue.hits("job-take")) + len(queue.hits("job-take-batch")) >= 2
 
 
+def test_a_stop_poll_held_open_does_not_hold_the_exit(tmp_path):
+    # The SDK waits for its per-job stop poll at the stop; a queue that holds that poll
+    # open would keep the worker alive past DEADLINE (the SDK bounds the poll at 90 s).
+    with QueueServer(stop_hold_s=DEADLINE * 10) as queue, driven(queue, 3, tmp_path) as worker:
+        job = queue.submit({})
+        queue.wait_done(job, DEADLINE)
+        queue.wait_for(lambda: queue.stop_polls_held == 1, DEADLINE, "a job-stop poll held")
+        os.killpg(worker.proc.pid, signal.SIGTERM)
+        worker.wait_event("exited")
+        assert worker.proc.wait(DEADLINE) == 0
+        assert queue.stop_polls_held == 1  # still open: the worker did not wait for it
+
+
 # What worker/intake.py stands on in runpod 1.12.0 (pinned in pyproject.toml): the
 # methods it overrides or calls, and run_worker, which builds ``rp_scale.JobScaler``.
 SDK_VERSION = "1.12.0"
@@ -269,7 +282,7 @@ def test_sdk_code_under_the_event_driven_scaler_is_unchanged():
     assert not changed, (
         f"the RunPod SDK changed {changed} (runpod/serverless/modules/rp_scale.py, "
         "runpod/serverless/worker.py). worker/intake.py copies JobScaler.get_jobs (its "
-        "1 s sleep made an event wait), replaces run_jobs, and relies on run_worker "
+        "1 s sleep made an event wait), replaces run and run_jobs, and relies on run_worker "
         "building rp_scale.JobScaler(config). Re-read those, port the change into "
         "worker/intake.py, run tests/worker/test_intake.py, then update SDK_SOURCES here "
         "with the new digests (printed by _sdk_hashes())."
