@@ -9,7 +9,12 @@ chunk a local job queue received must be free of all of them.
 
 The reliability doc: tests record outcomes with the ``reliability`` fixture; a row is
 written only for a test that passed in this run, and a row that depends on other tests
-(``requires=``) only when those passed too.
+(``requires=``) only when those passed too. Under pytest-xdist the test processes hand
+their outcomes to the controller, which writes the doc once.
+
+Test processes (pytest-xdist, ``-n auto`` in pyproject.toml): each file runs whole in one
+process, and the files with real-vLLM tests run first, one after another, in one process
+(``tests/support/scheduling.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.queue_server import QueueServer
+from tests.support.scheduling import VLLM_GROUP, FileScheduling, scope_of
 from tests.support.vllm_env import PLANTED_ENV
 
 _MAX_SCANNED = 64 * 1024 * 1024
@@ -90,6 +96,16 @@ def reliability(request):
     return record
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return FileScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    # The longest unit of work first: the other process takes the rest meanwhile.
+    items.sort(key=lambda item: scope_of(item.nodeid) != VLLM_GROUP)
+
+
 def pytest_runtest_logreport(report):
     if report.when == "call" and report.passed:
         _PASSED.add(report.nodeid.split("::")[-1].split("[")[0])
@@ -120,7 +136,13 @@ SOAK_NOTE = (
 def pytest_sessionfinish(session, exitstatus):
     """With RELIABILITY_DOC=1, update docs/reliability.md with the recorded outcomes
     (rows of tests not run this time are kept)."""
-    if os.environ.get("RELIABILITY_DOC") != "1" or not _OUTCOMES:
+    if os.environ.get("RELIABILITY_DOC") != "1":
+        return
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist test process: the controller writes the doc
+        workeroutput["reliability"] = json.dumps(_OUTCOMES)
+        return
+    if not _OUTCOMES:
         return
     if not any(t in _PASSED and all(r in _PASSED for r in q) for t, *_, q in _OUTCOMES):
         return
@@ -145,3 +167,11 @@ def pytest_sessionfinish(session, exitstatus):
         + SOAK_NOTE
     )
     path.write_text(text)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist controller: a test process ended; keep the outcomes it recorded."""
+    recorded = getattr(node, "workeroutput", {}).get("reliability")
+    if recorded:
+        _OUTCOMES.extend((t, f, e, o, tuple(q)) for t, f, e, o, q in json.loads(recorded))

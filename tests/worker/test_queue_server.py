@@ -3,7 +3,8 @@
 Each worker here is a tiny script run as a subprocess with ``.venv``'s Python and the
 queue's environment, in its own session so the SDK's heartbeat child goes with it. The
 scripts build their error answers with ``worker.answers``, so these tests also pin the
-SDK behaviour that module relies on (an ``error`` dict value becomes a Python repr).
+SDK behaviour that module relies on (an ``error`` dict value becomes a Python repr). They
+import ``worker`` before the SDK, as the worker does (``worker/sdk_cpu.py``).
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ WORKER_SCRIPT = """
 import json
 import os
 
-import runpod
+from worker import answers  # first: the SDK is then imported as the worker imports it
 
-from worker import answers
+import runpod
 
 MODE = os.environ["TEST_WORKER_MODE"]
 
