@@ -23,9 +23,14 @@ The queue's own cost: the same SDK loop (each scaler) with a handler that does n
 (it yields one item, as the worker's handler does for a whole answer), so the figure
 shows what the loopback queue and the SDK's HTTP calls cost on their own.
 
+``--pin`` runs vLLM (and its engine) on CPU 0 and the worker, the queue and the clients
+on CPU 1: on this 2-CPU machine vLLM's CPU build otherwise keeps both CPUs busy while
+requests are in flight, and the worker waits for a CPU (on a GPU host vLLM's model runs
+on the GPU and the host has cores to spare). Both arms are pinned alike.
+
 Not a test: run it under the vLLM lock, on a machine as quiet as you can get,
 
-    flock /tmp/vllm.lock .venv/bin/python bench/job_overhead.py [--json FILE]
+    flock /tmp/vllm.lock .venv/bin/python bench/job_overhead.py [--pin] [--scalers event] [--json FILE]
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import parse_args, pct, stop_group, write_json  # noqa: E402
 from tests.support.queue_server import QueueServer  # noqa: E402
-from tests.support.vllm_env import build_tiny_model, worker_env  # noqa: E402
+from tests.support.vllm_env import VLLM_COMMAND, build_tiny_model, worker_env  # noqa: E402
 
 SERVED = "tiny"
 BODY = {"model": SERVED, "prompt": "Hello", "max_tokens": 1, "temperature": 0}
@@ -273,6 +278,21 @@ def job_input(body: dict) -> dict:
     return {"openai_route": "/v1/completions", "openai_input": body}
 
 
+# --pin: vLLM's CPU and the one left for the worker, the queue and the clients.
+VLLM_CPU, WORKER_CPU = 0, 1
+
+
+def pin_env(pin: bool) -> dict[str, str]:
+    """vLLM on VLLM_CPU: its command under taskset, its OpenMP threads bound there too
+    (the CPU build binds them itself otherwise, over taskset)."""
+    if not pin:
+        return {}
+    return {
+        "VLLM_COMMAND": f"taskset -c {VLLM_CPU} {VLLM_COMMAND}",
+        "VLLM_CPU_OMP_THREADS_BIND": str(VLLM_CPU),
+    }
+
+
 @contextlib.contextmanager
 def running(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
     proc = subprocess.Popen(
@@ -298,6 +318,7 @@ def measure_worker(scaler: str, model: Path, tmp: Path, args: argparse.Namespace
             OPENAI_SERVED_MODEL_NAME_OVERRIDE=SERVED,
             RUNPOD_DEBUG_LEVEL="INFO",
             **queue.env(f"bench-{scaler}"),
+            **pin_env(args.pin),
         )
         with running(SCALERS[scaler], env, tmp / f"worker-{scaler}") as proc:
             queue.wait_done(queue.submit({"openai_route": "/v1/models"}), 600)
@@ -355,7 +376,7 @@ def report(results: dict) -> str:
         "| added p50 / p99 | queue alone (no work) p50 / p99 |",
         "|---|---|---|---|---|---|",
     ]
-    for scaler in ("event", "sdk"):
+    for scaler in results["workers"]:
         worker = results["workers"][scaler]
         for c in ("c1", "c30"):
             d, v = summary(worker[c]["direct"]), summary(worker[c]["via"])
@@ -370,7 +391,7 @@ def report(results: dict) -> str:
         "| scaler | first chunk, direct p50 / p99 | via the queue p50 / p99 | behind p50 / p99 |",
         "|---|---|---|---|",
     ]
-    for scaler in ("event", "sdk"):
+    for scaler in results["workers"]:
         s = results["workers"][scaler]["stream_c1"]
         d, v = summary(s["direct"]), summary(s["via"])
         lines.append(
@@ -382,7 +403,7 @@ def report(results: dict) -> str:
         "| scaler | arm | jobs/s | CPU ms per job: worker / vLLM / benchmark (queue, clients) |",
         "|---|---|---|---|",
     ]
-    for scaler in ("event", "sdk"):
+    for scaler in results["workers"]:
         for key, c in results["workers"][scaler]["cpu_ms_per_job"].items():
             rate = round(1000 / c["wall"])
             lines.append(
@@ -398,17 +419,24 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="direct/via alternations")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--noop-only", action="store_true", help="skip vLLM: the queue alone")
+    parser.add_argument(
+        "--pin", action="store_true", help="vLLM on CPU 0; worker, queue, clients on CPU 1"
+    )
+    parser.add_argument("--scalers", nargs="+", choices=["event", "sdk"], default=["event", "sdk"])
     args = parse_args(parser)
+    if args.pin:  # this process (queue, clients) and so the worker it starts: WORKER_CPU
+        os.sched_setaffinity(0, {WORKER_CPU})
     tmp = Path(tempfile.mkdtemp(prefix="job-overhead-"))
     load_before = os.getloadavg()
     model = build_tiny_model(tmp / "model")
     results: dict = {"noop": {}, "workers": {}}
-    for scaler in ("event", "sdk"):
+    results["pinned"] = args.pin
+    for scaler in args.scalers:
         results["noop"][scaler] = measure_noop(scaler, tmp, args)
     if args.noop_only:
         print({s: {c: summary(v) for c, v in r.items()} for s, r in results["noop"].items()})
         return 0
-    for scaler in ("event", "sdk"):
+    for scaler in args.scalers:
         results["workers"][scaler] = measure_worker(scaler, model, tmp, args)
     results["loadavg"] = {"before": load_before, "after": os.getloadavg()}
     table = report(results)

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from bench.common import parse_args, stop_group, write_json  # noqa: E402
-from tests.support.vllm_env import build_tiny_model, free_port, start_worker, worker_env  # noqa: E402
+from tests.support.vllm_env import free_port, start_worker, tiny_model_env  # noqa: E402
 
 SERVED = "tiny"
 BODY = {"model": SERVED, "prompt": "Hello", "max_tokens": 1, "temperature": 0}
@@ -101,11 +101,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        model = build_tiny_model(tmp / "model")
         port = free_port()
-        env = worker_env(
+        env = tiny_model_env(
             tmp,
-            MODEL_NAME=str(model),
             OPENAI_SERVED_MODEL_NAME_OVERRIDE=SERVED,
             WORKER_MODE="lb",
             PORT=str(port),

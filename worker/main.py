@@ -34,6 +34,7 @@ from worker.handler import make_handler
 from worker.lb import serve as lb
 from worker.lb.mode import Mode, read_endpoint
 from worker.machine import WorkerState
+from worker.parent_death import children_die_with_me
 from worker.preflight import PreflightResult, run_preflight
 from worker.proxy import VllmProxy
 from worker.settings import Settings, fallback_settings, load_settings
@@ -47,6 +48,7 @@ EXIT_OK, EXIT_TRANSIENT, EXIT_RULES = 0, 1, 3
 def main() -> int:
     env = dict(os.environ)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: dump stacks
+    children_die_with_me()  # the SDK's heartbeat must not outlive a killed worker
     logs.configure(env, Redactor(secrets_of(env)))
     settings, config_error = _settings(env)
     endpoint, endpoint_error = read_endpoint(env)

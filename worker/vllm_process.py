@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import enum
 import fcntl
 import functools
 import os
 import signal
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 import structlog
 
 from diagnostics.streams import LineSplitter
+from worker.parent_death import die_with_parent
 
 log = structlog.get_logger("worker.vllm_process")
 
@@ -73,7 +72,7 @@ class VllmProcess:
             stderr=asyncio.subprocess.STDOUT,
             env=self.env,
             start_new_session=True,
-            preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+            preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM),
         )
         if not self.stop_requested:
             self.phase = ProcessPhase.RUNNING
@@ -113,24 +112,6 @@ class VllmProcess:
         _signal_group(proc.pid, signal.SIGKILL)
         if proc.returncode is None:
             await proc.wait()
-
-
-_PR_SET_PDEATHSIG = 1
-_prctl: Any
-try:
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux
-    _prctl = None
-
-
-def _die_with_parent(parent: int) -> None:
-    """In vLLM's process before exec: SIGTERM it when the worker dies, even by SIGKILL.
-    SIGTERM, not SIGKILL: vLLM handles it (while loading and serving) by shutting down
-    its engine processes too, which a SIGKILL of its main process would orphan."""
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != parent:  # the worker died before the signal was set
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _signal_group(pgid: int, signum: int) -> None:

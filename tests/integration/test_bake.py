@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hub_server import HubServer
+from tests.support.hub_server import (
+    GATED_REPO,
+    MISSING_REPO,
+    OK_REPO,
+    HubServer,
+    write_repo,
+)
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import (
     QUIET_ENV,
@@ -33,10 +39,8 @@ from worker.bake import BakeError, bake, read_token, skipped_weights
 from worker.baked import BakedModel, read_baked_model
 from worker.settings import load_settings
 
-OK = "tiny-org/tiny-llama"
-GATED = "tiny-org/gated-llama"
+OK, GATED, MISSING = OK_REPO, GATED_REPO, MISSING_REPO
 TOKENIZER = "tiny-org/tokenizer-only"
-MISSING = "tiny-org/does-not-exist"
 SECRET = "hf_not_a_real_token_0123456789"
 
 
@@ -45,14 +49,14 @@ pytestmark = pytest.mark.usefixtures("hub_reachable")
 
 @pytest.fixture(scope="module")
 def repo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("repo")
-    (root / "config.json").write_text('{"model_type": "llama"}\n')
-    (root / "tokenizer.json").write_text('{"version": "1.0"}\n')
-    (root / "model.safetensors").write_bytes(bytes(range(256)) * 64)
-    (root / "pytorch_model.bin").write_bytes(b"\0" * 4096)
-    (root / "original").mkdir()
-    (root / "original" / "consolidated.00.pth").write_bytes(b"\1" * 4096)
-    return root
+    files: dict[str, str | bytes] = {
+        "config.json": '{"model_type": "llama"}\n',
+        "tokenizer.json": '{"version": "1.0"}\n',
+        "model.safetensors": bytes(range(256)) * 64,
+        "pytorch_model.bin": b"\0" * 4096,
+        "original/consolidated.00.pth": b"\1" * 4096,
+    }
+    return write_repo(tmp_path_factory.mktemp("repo"), files)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ from tests.support.queue_server import QueueServer
 from tests.support.scripted_vllm import standin_env
 from tests.support.vllm_env import (
     ROOT,
-    build_tiny_model,
     events,
     group_alive,
     needs_vllm,
@@ -28,6 +27,7 @@ from tests.support.vllm_env import (
     run_python,
     stand_in_env,
     start_worker,
+    tiny_model_env,
     worker_env,
 )
 from worker.machine import WorkerState
@@ -124,9 +124,8 @@ def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
 @needs_vllm
 @pytest.mark.vllm
 def test_sigterm_with_jobs_in_flight(tmp_path, reliability):
-    model = build_tiny_model(tmp_path / "model")
     with QueueServer() as queue:
-        env = worker_env(tmp_path, MODEL_NAME=str(model), **queue.env())
+        env = tiny_model_env(tmp_path, **queue.env())
         warm = queue.submit({"openai_route": "/v1/models"})
         proc = start_worker(env, tmp_path)
         queue.wait_done(warm, 300)
@@ -190,8 +189,7 @@ def test_disk_full_is_named_and_an_unwritable_ledger_is_not_fatal(tmp_path, reli
 @pytest.mark.vllm
 def test_sigterm_while_vllm_loads_kills_its_group(tmp_path, reliability):
     """vLLM 0.32 ignores SIGTERM while its engine initialises: the worker must escalate."""
-    model = build_tiny_model(tmp_path / "model")
-    env = worker_env(tmp_path, MODEL_NAME=str(model), VLLM_SHUTDOWN_GRACE="3")
+    env = tiny_model_env(tmp_path, VLLM_SHUTDOWN_GRACE="3")
     proc = subprocess.Popen(
         [sys.executable, "-m", "worker"],
         cwd=ROOT,

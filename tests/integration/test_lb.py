@@ -23,13 +23,12 @@ import openai
 import pytest
 
 from tests.support.vllm_env import (
-    build_tiny_model,
     events,
     free_port,
     group_alive,
     needs_vllm,
     start_worker,
-    worker_env,
+    tiny_model_env,
 )
 
 pytestmark = [needs_vllm, pytest.mark.vllm]
@@ -45,11 +44,9 @@ def _http(port: int) -> httpx.Client:
 @pytest.fixture(scope="module")
 def lb_worker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lb")
-    model = build_tiny_model(tmp / "model")
     port, health_port = free_port(), free_port()
-    env = worker_env(
+    env = tiny_model_env(
         tmp,
-        MODEL_NAME=str(model),
         OPENAI_SERVED_MODEL_NAME_OVERRIDE=SERVED,
         WORKER_MODE="lb",
         PORT=str(port),

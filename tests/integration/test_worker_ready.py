@@ -21,11 +21,10 @@ from tests.support.queue_server import QueueServer
 from tests.support.sse import check_sse_chunks
 from tests.support.vllm_env import (
     ROOT,
-    build_tiny_model,
     events,
     needs_vllm,
     start_worker,
-    worker_env,
+    tiny_model_env,
 )
 
 pytestmark = [needs_vllm, pytest.mark.vllm]
@@ -101,12 +100,9 @@ CHAT = [{"role": "user", "content": "Say hello"}]
 @pytest.fixture(scope="module")
 def ready_worker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ready")
-    model = build_tiny_model(tmp / "model")
     with QueueServer() as queue:
         early = queue.submit({"openai_route": "/v1/models"})
-        env = worker_env(
-            tmp, MODEL_NAME=str(model), OPENAI_SERVED_MODEL_NAME_OVERRIDE=SERVED, **queue.env()
-        )
+        env = tiny_model_env(tmp, OPENAI_SERVED_MODEL_NAME_OVERRIDE=SERVED, **queue.env())
         proc = start_worker(env, tmp)
         try:
             queue.wait_done(early, timeout=300)

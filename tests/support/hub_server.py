@@ -470,6 +470,24 @@ class _Handler(BaseHTTPRequestHandler):
                         return
 
 
+# Repository names the tests serve: one open, one gated, one the hub does not have.
+OK_REPO = "tiny-org/tiny-llama"
+GATED_REPO = "tiny-org/gated-llama"
+MISSING_REPO = "tiny-org/does-not-exist"
+
+
+def write_repo(root: Path, files: dict[str, str | bytes]) -> Path:
+    """A repository folder for ``HubServer``: ``files`` maps paths in it to contents."""
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return root
+
+
 def _parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     """A single ``bytes=a-b`` / ``bytes=a-`` / ``bytes=-n`` range, clamped; else None."""
     if not header or not header.startswith("bytes=") or "," in header:

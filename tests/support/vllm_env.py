@@ -96,6 +96,11 @@ def worker_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def tiny_model_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """``worker_env`` on a tiny random model built in ``tmp/model``."""
+    return worker_env(tmp, MODEL_NAME=str(build_tiny_model(tmp / "model")), **extra)
+
+
 def run_python(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
     """``python ARGS`` (this interpreter) from the repository root, its output as text."""
     return subprocess.run(

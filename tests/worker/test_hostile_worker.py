@@ -22,6 +22,7 @@ from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import (
     PLANTED_ENV,
     events,
+    group_alive,
     planted_value,
     replay_env,
     start_worker,
@@ -147,6 +148,8 @@ def test_vllm_never_outlives_a_killed_worker(tmp_path, reliability):
             with fifo.open() as reader:  # blocks until the stand-in has started
                 pid = int(reader.read())
             pidfd = os.pidfd_open(pid)
+            # The SDK's heartbeat process is running: it has pinged the queue.
+            queue.wait_for(lambda: queue.hits("ping"), 30, "a heartbeat ping")
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
@@ -157,8 +160,13 @@ def test_vllm_never_outlives_a_killed_worker(tmp_path, reliability):
         os.close(pidfd)
         if not ready:
             os.kill(pid, signal.SIGKILL)
+    heartbeat_left = group_alive(proc.pid)  # the worker's own group: its forked children
+    if heartbeat_left:
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert not heartbeat_left, "a process the worker forked (the SDK's heartbeat) outlived it"
     reliability(
         "worker SIGKILLed while vLLM runs (stand-in that never exits)",
         "gone",
-        "vLLM ended by the parent-death signal (SIGTERM), no process left behind",
+        "vLLM ended by the parent-death signal (SIGTERM), the SDK's heartbeat by SIGKILL; "
+        "no process left behind",
     )

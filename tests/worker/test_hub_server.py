@@ -20,11 +20,15 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from tests.support.hub_server import HubServer
+from tests.support.hub_server import (
+    GATED_REPO,
+    MISSING_REPO,
+    OK_REPO,
+    HubServer,
+    write_repo,
+)
 
-OK = "tiny-org/tiny-llama"
-GATED = "tiny-org/gated-llama"
-MISSING = "tiny-org/does-not-exist"
+OK, GATED, MISSING = OK_REPO, GATED_REPO, MISSING_REPO
 NOT_A_TOKEN = "not-a-real-token"
 
 
@@ -33,12 +37,12 @@ pytestmark = pytest.mark.usefixtures("hub_reachable")
 
 @pytest.fixture(scope="module")
 def repo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("repo")
-    (root / "config.json").write_text('{"model_type": "llama"}\n')
-    (root / "model.safetensors").write_bytes(bytes(range(256)) * 160)  # 40 KiB, "LFS"
-    (root / "sub").mkdir()
-    (root / "sub" / "notes.txt").write_text("nested file\n")
-    return root
+    files: dict[str, str | bytes] = {
+        "config.json": '{"model_type": "llama"}\n',
+        "model.safetensors": bytes(range(256)) * 160,  # 40 KiB, "LFS"
+        "sub/notes.txt": "nested file\n",
+    }
+    return write_repo(tmp_path_factory.mktemp("repo"), files)
 
 
 @pytest.fixture(scope="module")
