@@ -649,6 +649,29 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     ),
     (["RuntimeError: NCCL communicator was aborted on rank 0."], "cuda_fault", False),
     (["Failed to initialize NVML: Driver/library version mismatch"], "cuda_fault", False),
+    # vLLM's memory-profiling assertion: free memory grew while it profiled (another
+    # process released GPU memory): vLLM 0.5 (bytes), 0.6-0.10 (GiB), V1 (its own hint).
+    (
+        [
+            "AssertionError: Error in memory profiling. Initial free memory 21474836480, current free memory 22474836480. This happens when the GPU memory was not properly cleaned up before initializing the vLLM instance.",
+        ],
+        "oom",
+        False,
+    ),
+    (
+        [
+            "AssertionError: Error in memory profiling. Initial free memory 20.1 GiB, current free memory 22.3 GiB. This happens when the GPU memory was not properly cleaned up before initializing the vLLM instance.",
+        ],
+        "oom",
+        False,
+    ),
+    (
+        [
+            "(EngineCore_DP0 pid=12) ERROR 01-01 00:00:00 [core.py:1] AssertionError: Error in memory profiling. Initial free memory 70.2 GiB, current free memory 75.5 GiB. This happens when other processes sharing the same container release GPU memory while vLLM is profiling during initialization. To fix this, ensure consistent GPU memory allocation or isolate vLLM in its own container.",
+        ],
+        "oom",
+        False,
+    ),
 ]
 
 
