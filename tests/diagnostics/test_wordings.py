@@ -649,6 +649,29 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     ),
     (["RuntimeError: NCCL communicator was aborted on rank 0."], "cuda_fault", False),
     (["Failed to initialize NVML: Driver/library version mismatch"], "cuda_fault", False),
+    # transformers without a mapping for the model's config class; tokenizers reading a
+    # newer tokenizer.json (transformers 4.34 on; tokenizers 0.13 on)
+    (
+        [
+            "ValueError: Unrecognized configuration class <class 'transformers_modules.x.configuration_x.XConfig'> to build an AutoTokenizer.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: Unrecognized configuration class <class 'transformers.models.qwen3.configuration_qwen3.Qwen3Config'> for this kind of AutoModel: AutoModelForVision2Seq.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "Exception: data did not match any variant of untagged enum ModelWrapper at line 268080 column 3",
+        ],
+        "model_requirement",
+        True,
+    ),
     # vLLM's memory-profiling assertion: free memory grew while it profiled (another
     # process released GPU memory): vLLM 0.5 (bytes), 0.6-0.10 (GiB), V1 (its own hint).
     (
