@@ -672,6 +672,20 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # a config field the model's config class lacks (a paste without its frames)
+    (
+        ["AttributeError: 'Qwen2Config' object has no attribute 'rope_theta'"],
+        "model_requirement",
+        True,
+    ),
+    # a local model folder without its config (transformers and vLLM's mistral format)
+    (
+        [
+            "FileNotFoundError: [Errno 2] No such file or directory: '/runpod-volume/models/llama/config.json'"
+        ],
+        "model_not_found",
+        True,
+    ),
     # vLLM's memory-profiling assertion: free memory grew while it profiled (another
     # process released GPU memory): vLLM 0.5 (bytes), 0.6-0.10 (GiB), V1 (its own hint).
     (
