@@ -139,6 +139,25 @@ CASES: tuple[Case, ...] = (
         notes="config.json architectures set to ['FrobForCausalLM'].",
     ),
     Case(
+        "checkpoint-extra-weight",
+        "model_requirement",
+        True,
+        r"ValueError: There is no module or parameter named",
+        model="extra-weight",
+        expect_exit=1,
+        notes="the checkpoint holds one tensor (model.layers.0.mlp.frob_proj.weight) vLLM's "
+        "Llama has no parameter for: a fine-tune saved with extra modules, or another layout.",
+    ),
+    Case(
+        "checkpoint-wrong-shape",
+        "model_requirement",
+        True,
+        r"AssertionError: Attempted to load weight",
+        model="wrong-shape",
+        expect_exit=1,
+        notes="the checkpoint's model.norm.weight has half the hidden size config.json gives.",
+    ),
+    Case(
         "custom-code-no-trust",
         "remote_code",
         True,

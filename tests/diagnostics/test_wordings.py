@@ -686,6 +686,29 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_not_found",
         True,
     ),
+    # a checkpoint in another layout than vLLM's implementation of its architecture
+    (
+        [
+            "ValueError: There is no module or parameter named 'model.visual.blocks.0.attn.qkv' in Qwen2_5_VLForConditionalGeneration"
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "AssertionError: Attempted to load weight (torch.Size([4096, 1024])) into parameter (torch.Size([4096, 4096]))"
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:",
+            "\tsize mismatch for model.embed_tokens.weight: copying a param with shape torch.Size([32002, 4096]) from checkpoint, the shape in current model is torch.Size([32000, 4096]).",
+        ],
+        "model_requirement",
+        True,
+    ),
     # vLLM's memory-profiling assertion: free memory grew while it profiled (another
     # process released GPU memory): vLLM 0.5 (bytes), 0.6-0.10 (GiB), V1 (its own hint).
     (

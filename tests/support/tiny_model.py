@@ -16,7 +16,10 @@ import argparse
 import json
 from pathlib import Path
 
-VARIANTS = ("ok", "unsupported-arch", "custom-code")
+# Config variants patch config.json; weight variants change one tensor of the checkpoint:
+# one vLLM's Llama has no parameter for, or one of the wrong shape.
+VARIANTS = ("ok", "unsupported-arch", "custom-code", "extra-weight", "wrong-shape")
+WEIGHT_VARIANTS = ("extra-weight", "wrong-shape")
 
 SEED = 1234
 VOCAB_SIZE = 350
@@ -142,8 +145,9 @@ def _config(tokenizer) -> dict:
     }
 
 
-def _weights(vocab: int) -> dict:  # -> dict[str, numpy.ndarray]
-    """Random LlamaForCausalLM weights (normal(0, 0.02), norms at 1), fixed seed."""
+def _weights(vocab: int, variant: str = "ok") -> dict:  # -> dict[str, numpy.ndarray]
+    """Random LlamaForCausalLM weights (normal(0, 0.02), norms at 1), fixed seed; the
+    weight variants add a tensor Llama does not have, or halve the final norm."""
     import numpy as np
 
     rng = np.random.default_rng(SEED)
@@ -166,6 +170,10 @@ def _weights(vocab: int) -> dict:  # -> dict[str, numpy.ndarray]
             pre + "mlp.up_proj.weight": (INTERMEDIATE, HIDDEN),
             pre + "mlp.down_proj.weight": (HIDDEN, INTERMEDIATE),
         }
+    if variant == "extra-weight":
+        shapes["model.layers.0.mlp.frob_proj.weight"] = (HIDDEN, HIDDEN)
+    elif variant == "wrong-shape":
+        shapes["model.norm.weight"] = (HIDDEN // 2,)
     return {
         name: (
             np.ones(shape, dtype=np.float32)
@@ -187,11 +195,12 @@ def build(outdir: str | Path, variant: str = "ok") -> Path:
     tokenizer = _build_tokenizer()
     tokenizer.save_pretrained(out)
     config = _config(tokenizer)
-    save_file(_weights(config["vocab_size"]), out / "model.safetensors", metadata={"format": "pt"})
+    weights = _weights(config["vocab_size"], variant)
+    save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
     generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
     (out / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    if variant != "ok":
+    if variant != "ok" and variant not in WEIGHT_VARIANTS:
         _patch_config(out, variant)
     return out
 
