@@ -38,6 +38,10 @@ RUN pkg="$(/opt/worker/bin/python -c 'import os, worker; print(os.path.dirname(w
     && python3 /tmp/snapshot/snapshot_vllm_flags.py --print >"${pkg}/vllm_flags.json" \
     && python3 /tmp/snapshot/snapshot_vllm_models.py --output "${pkg}/vllm_models.json" \
     && rm -rf /tmp/snapshot
+# The rule pack's compiled Hyperscan database, cached where the worker looks for it at run
+# time (~/.cache/runpod-vllm-worker): a cold start reads it instead of compiling it (about
+# 1 s on 2 CPUs). A host whose CPU cannot run it compiles its own (diagnostics/dbcache.py).
+RUN /opt/worker/bin/python -c 'from diagnostics.rules import load_pack; load_pack()'
 # `python -m` puts the working directory first on sys.path: the base image's workspace
 # must not be able to shadow the worker's packages, in `python -m worker.bake` below or
 # in the entrypoint.

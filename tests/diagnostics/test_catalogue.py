@@ -61,3 +61,44 @@ def test_every_catalogued_template_classifies_as_catalogued(entry):
         entry["category"],
         entry["permanent"],
     ), f"{entry['template']!r} -> {diagnosis.rule}"
+
+
+def _generator():
+    """scripts/gen_catalogue_rules.py, which decides which templates get a pattern."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "gen_catalogue_rules.py"
+    spec = importlib.util.spec_from_file_location("gen_catalogue_rules", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GENERATOR = _generator()
+
+
+def test_the_generated_catalogue_rules_are_current():
+    assert GENERATOR.OUT.read_text(encoding="utf-8") == GENERATOR.render(), (
+        "rules/85-catalogue.yaml is not current: python scripts/gen_catalogue_rules.py"
+    )
+
+
+BARE_CONFIG = [
+    e
+    for e in CATEGORISED
+    if GENERATOR.kept(e)
+    and e["exception"] != "message"
+    and not e["exception"].startswith("logger.")
+]
+
+
+@pytest.mark.parametrize("entry", BARE_CONFIG, ids=[e["template"][:60] for e in BARE_CONFIG])
+def test_a_config_error_is_bad_config_without_its_frames(entry):
+    """A short paste: the exception line alone, and pydantic's form of it."""
+    message = entry["template"].replace("{}", FIELD)
+    for line in (f"{entry['exception']}: {message}", f"  Value error, {message}"):
+        diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+        assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True), (
+            f"{line!r} -> {diagnosis.rule}"
+        )

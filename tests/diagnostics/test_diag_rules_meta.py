@@ -7,6 +7,7 @@ from functools import cache
 
 import pytest
 
+from diagnostics.classifier import _hit_ids
 from diagnostics.normalize import normalize
 from diagnostics.rules import load_pack
 from diagnostics.scan import classify_stream
@@ -21,12 +22,26 @@ def _normalized(path) -> tuple[str, ...]:
     return tuple(normalize(line) for line in text.splitlines())
 
 
+@cache
+def _rules_matched() -> dict[str, frozenset[int]]:
+    """Fixture -> the rules (indexes) with a pattern that matches one of its lines: the
+    pack's Hyperscan database finds the candidates, each rule's RE2 pattern confirms."""
+    found = {}
+    for path, _ in labelled():
+        owners: set[int] = set()
+        for line in _normalized(path):
+            for i in _hit_ids(PACK, line):
+                pattern = PACK.patterns[i]
+                fresh = pattern.kind == "rule" and pattern.owner not in owners
+                if fresh and pattern.regex.search(line):
+                    owners.add(pattern.owner)
+        found[str(path.relative_to(FIXTURES))] = frozenset(owners)
+    return found
+
+
 def _fixtures_matching(rule) -> list[str]:
-    return [
-        str(path.relative_to(FIXTURES))
-        for path, _ in labelled()
-        if any(rx.search(line) for rx in rule.patterns for line in _normalized(path))
-    ]
+    index = PACK.rules.index(rule)
+    return [name for name, owners in _rules_matched().items() if index in owners]
 
 
 @pytest.mark.parametrize("rule", PACK.rules, ids=[r.id for r in PACK.rules])
