@@ -41,7 +41,8 @@ rules:
     permanent: true
     note: >-
       One pattern per bad_config message in the catalogue mined from vLLM's sources
-      (0.1.7 to 0.32.0) with at least {chars} characters and {words} words of fixed text;
+      (0.1.7 to 0.32.0) with at least {chars} non-space characters and {words} words of fixed
+      text;
       its fields match anything.
     patterns:
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +45,12 @@ def _brand_only() -> dict[str, Any]:
     return {"brand_raw": processor_brand()}
 
 
-def install() -> Callable[[], dict[str, Any]] | None:
-    """Replace ``cpuinfo.get_cpu_info`` unless the SDK already ran it; return the original."""
+def install() -> None:
+    """Replace ``cpuinfo.get_cpu_info`` unless the SDK already ran it."""
     if "runpod.serverless.utils.rp_debugger" in sys.modules:
-        return None
+        return
     try:
         import cpuinfo  # type: ignore[import-untyped]
     except ImportError:  # an SDK without py-cpuinfo has no probe to avoid
-        return None
-    original: Callable[[], dict[str, Any]] = cpuinfo.get_cpu_info
+        return
     cpuinfo.get_cpu_info = _brand_only
-    return original

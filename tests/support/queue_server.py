@@ -110,8 +110,7 @@ class QueueServer:
         self._stops: list[str] = []
         self._faults: list[_Fault] = []
         self._hits: list[Hit] = []
-        self._polls_held = 0
-        self._stop_polls_held = 0
+        self._held = {"job-take": 0, "job-stop": 0}  # polls being held open, by kind
         self._server = _Server(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
         # A short poll interval so close() returns promptly (serve_forever's default is 0.5 s).
@@ -228,13 +227,13 @@ class QueueServer:
     def polls_held(self) -> int:
         """How many job-take requests are being held open right now."""
         with self._cond:
-            return self._polls_held
+            return self._held["job-take"]
 
     @property
     def stop_polls_held(self) -> int:
         """How many job-stop polls are being held open right now."""
         with self._cond:
-            return self._stop_polls_held
+            return self._held["job-stop"]
 
     def hits(self, kind: str | None = None) -> list[Hit]:
         """Requests answered (or dropped) so far, optionally only those of one kind."""
@@ -313,13 +312,7 @@ class QueueServer:
             return self._record_result(kind, args["job"], body, query)
         if kind == "job-stop":
             if not self._stops and self.stop_hold_s > 0:
-                self._stop_polls_held += 1
-                self._cond.notify_all()
-                try:
-                    ended = lambda: self._stops or self._closed.is_set()  # noqa: E731
-                    self._cond.wait_for(ended, self.stop_hold_s)
-                finally:
-                    self._stop_polls_held -= 1
+                self._hold_open("job-stop", lambda: self._stops, self.stop_hold_s)
             stops, self._stops = self._stops, []
             return (200, {"jobsToStop": stops}) if stops else (204, None)
         return 200, {}  # ping
@@ -330,15 +323,20 @@ class QueueServer:
                 return self._faults.pop(i)
         return None
 
+    def _hold_open(self, kind: str, answer: Callable[[], object], hold_s: float) -> None:
+        """Hold a poll of ``kind`` open (lock held) until ``answer()`` has something, the
+        server closes, or ``hold_s`` has passed; counted in ``polls_held``/``stop_polls_held``."""
+        self._held[kind] += 1
+        self._cond.notify_all()
+        try:  # wait_for releases the lock while it waits
+            self._cond.wait_for(lambda: answer() or self._closed.is_set(), hold_s)
+        finally:
+            self._held[kind] -= 1
+
     def _take(self, worker: str, limit: int) -> list[dict]:
         """Pop up to ``limit`` jobs, holding the poll open while the queue is empty."""
         if not self._queue:
-            self._polls_held += 1
-            self._cond.notify_all()
-            try:  # wait_for releases the lock while it waits
-                self._cond.wait_for(lambda: self._queue or self._closed.is_set(), self.hold_s)
-            finally:
-                self._polls_held -= 1
+            self._hold_open("job-take", lambda: self._queue, self.hold_s)
         jobs = []
         while self._queue and len(jobs) < limit:
             record = self._jobs[self._queue.popleft()]

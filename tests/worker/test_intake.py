@@ -30,7 +30,7 @@ from pathlib import Path
 from tests.support.queue_server import QueueServer
 
 REPO = Path(__file__).resolve().parents[2]
-DEADLINE = 30.0  # generous: importing runpod alone takes ~1.5 s on this machine
+DEADLINE = 30.0  # generous: a worker process starts in well under a second here
 
 DRIVER = r"""
 import asyncio

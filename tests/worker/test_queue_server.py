@@ -28,7 +28,7 @@ from tests.support.queue_server import QueueServer
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"
-TIMEOUT = 30.0  # generous: importing runpod alone takes ~1.5 s
+TIMEOUT = 30.0  # generous: a worker process starts in well under a second here
 
 WORKER_SCRIPT = """
 import json
