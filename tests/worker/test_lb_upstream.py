@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.vllm_env import free_port
 from worker.lb import bodies
-from worker.lb.upstream import Relay, Upstream
+from worker.lb.upstream import NotOriginForm, Relay, Upstream, upstream_url
 from worker.upstream import answer_for
 
 
@@ -51,3 +51,19 @@ def test_aiohttp_errors_map_to_the_queue_modes_upstream_answers(exc, status):
     answer = bodies.upstream(answer_for(exc))
     assert answer.status == status
     assert json.loads(answer.body)["error"]["code"] == status
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["*@10.0.0.1:80/v1/models", "*", "10.0.0.1:80", "//10.0.0.1/x", "http://10.0.0.1/", ""],
+)
+def test_a_target_that_is_not_a_path_is_never_turned_into_a_url(target):
+    with pytest.raises(NotOriginForm):
+        upstream_url(8000, target)
+
+
+@pytest.mark.parametrize("target", ["/v1/models", "/echo/a%2Fb?b=2&a=1", "/@x:1/y", "/a*@b:1/c"])
+def test_every_path_stays_on_vllm_with_its_bytes_untouched(target):
+    url = upstream_url(8000, target)
+    assert (url.scheme, url.host, url.port, url.user) == ("http", "127.0.0.1", 8000, None)
+    assert str(url) == "http://127.0.0.1:8000" + target

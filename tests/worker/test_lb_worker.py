@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.answers import too_long_answer
 from tests.support.vllm_env import ROOT, events, free_port, group_alive, start_worker, worker_env
@@ -245,3 +247,41 @@ def test_vllm_dying_after_ready_answers_once_then_exits_nonzero(tmp_path):
         assert proc.wait(60) == 1
     error = answer.json()["error"]
     assert answer.status_code == 503 and error["type"] == "prestart_failed"
+
+
+def _raw_request(port: int, request_line: str) -> bytes:
+    """Send one request line exactly as given (no client library normalises it) and read
+    the answer until the worker closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"{request_line}\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_no_request_target_reaches_any_address_but_vllm(tmp_path):
+    # The open relay: httptools passes a target starting with '*' as the path, and a
+    # URL built by concatenation read '127.0.0.1:PORT*@HOST:PORT/...' as userinfo plus
+    # another host. Every target that is not a path gets 400 and goes nowhere.
+    canary = socket.create_server(("127.0.0.1", 0))
+    canary.settimeout(0)
+    canary_port = canary.getsockname()[1]
+    env = lb_env(tmp_path, STANDIN)
+    port = int(env["PORT"])
+    with canary, running(env, tmp_path):
+        assert health_until(port, "/ping", 200)[-1] == 200
+        for line in (
+            f"GET *@127.0.0.1:{canary_port}/v1/models HTTP/1.1",
+            f"POST *@127.0.0.1:{canary_port}/v1/chat/completions HTTP/1.1",
+            f"GET *127.0.0.1:{canary_port}/ HTTP/1.1",
+            "OPTIONS * HTTP/1.1",
+            f"GET //127.0.0.1:{canary_port}/x HTTP/1.1",
+        ):
+            answer = _raw_request(port, line)
+            assert answer.startswith(b"HTTP/1.1 400"), (line, answer[:200])
+            assert b"Traceback" not in answer
+        with pytest.raises(BlockingIOError):
+            canary.accept()  # nothing ever connected to the other address
+        with client(port) as http:  # and a path still reaches vLLM
+            assert http.get("/echo/ok").json()["method"] == "GET"

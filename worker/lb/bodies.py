@@ -75,3 +75,12 @@ def upstream(job_answer: dict) -> Answer:
     payload = _from_job_answer(job_answer)
     code = payload.get("code")
     return _answer(code if isinstance(code, int) else 502, payload)
+
+
+def bad_target() -> Answer:
+    """A request target that is not a path (``OPTIONS *``, ``*@host:port/...``,
+    authority form): 400, never relayed."""
+    payload = answers.error_payload(
+        "The request target must be a path starting with '/'.", "invalid_request_error", 400
+    )
+    return _answer(400, payload)

@@ -66,6 +66,11 @@ class ProxyApp:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":  # lifespan is off; websockets are not served
             return
+        if not _origin_form(scope):
+            # ``*``, ``*@host:port/...``, ``host:port``: never relayed, never a 500.
+            log.info("lb.target_refused", method=scope["method"])
+            await respond(send, bodies.bad_target())
+            return
         if self.health is not None and scope["path"] == self.health.path:
             await self.health(scope, receive, send)
             return
@@ -107,6 +112,12 @@ class ProxyApp:
                 forward.cancel()  # this handler itself was cancelled (shutdown timeout)
             with contextlib.suppress(asyncio.CancelledError):
                 await forward
+
+
+def _origin_form(scope) -> bool:
+    """Whether the request target is a path (``/...``), the only form relayed to vLLM."""
+    raw = scope.get("raw_path") or scope["path"].encode("latin-1", "replace")
+    return raw.startswith(b"/") and not raw.startswith(b"//")
 
 
 async def _read_body(receive) -> bytes | None:

@@ -41,11 +41,41 @@ HOP = frozenset(
 _NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 
 
+UPSTREAM_HOST = "127.0.0.1"
+
+
+class NotOriginForm(ValueError):
+    """A request target that is not a path starting with ``/`` (asterisk form, authority
+    form, userinfo...): it is never sent anywhere."""
+
+
+def upstream_url(port: int, target: str) -> URL:
+    """The URL for ``target`` (origin form: ``/path?query`` as the client sent it) on vLLM
+    at 127.0.0.1:``port``, built from parts, never by concatenation: a target that is not
+    a path (``*@host:port/...``, ``host:port``, ``//host``...) raises ``NotOriginForm``,
+    and the built URL's host and port are checked before anything is sent."""
+    if not target.startswith("/") or target.startswith("//"):
+        raise NotOriginForm(target[:64])
+    path, _, query = target.partition("?")
+    url = URL.build(
+        scheme="http",
+        host=UPSTREAM_HOST,
+        port=port,
+        path=path,
+        query_string=query,
+        encoded=True,  # the path as the caller sent it
+    )
+    if url.host != UPSTREAM_HOST or url.port != port or url.user is not None:
+        raise NotOriginForm(target[:64])
+    return url
+
+
 class Upstream:
     """vLLM at 127.0.0.1:``port``. Build it inside the running event loop."""
 
     def __init__(self, port: int, *, request_timeout: float) -> None:
-        self.base = f"http://127.0.0.1:{port}"
+        self.port = port
+        self.base = f"http://{UPSTREAM_HOST}:{port}"
         # No connection limit: the platform bounds the load.
         self.session = open_session(
             request_timeout=request_timeout,
@@ -67,7 +97,7 @@ class Relay:
         self.complete = False
 
     async def run(self, method: str, target: str, headers: list, body: bytes) -> None:
-        url = URL(self.upstream.base + target, encoded=True)  # the path as the caller sent it
+        url = upstream_url(self.upstream.port, target)  # raises before anything is sent
         try:
             response = await self.upstream.session.request(
                 method,
