@@ -35,15 +35,15 @@ RUN /opt/worker/bin/pip install --no-cache-dir --disable-pip-version-check --no-
 # the right ones (docs/preflight.md); a vLLM that cannot be read fails the build.
 COPY scripts/snapshot_vllm_flags.py scripts/snapshot_vllm_models.py /tmp/snapshot/
 RUN pkg="$(/opt/worker/bin/python -c 'import os, worker; print(os.path.dirname(worker.__file__))')" \
-    && python3 /tmp/snapshot/snapshot_vllm_flags.py --print >"${pkg}/vllm_flags.json" \
-    && python3 /tmp/snapshot/snapshot_vllm_models.py --output "${pkg}/vllm_models.json" \
+    && python3 /tmp/snapshot/snapshot_vllm_flags.py --print >"${pkg}/config/vllm_flags.json" \
+    && python3 /tmp/snapshot/snapshot_vllm_models.py --output "${pkg}/preflight/vllm_models.json" \
     && rm -rf /tmp/snapshot
 # The rule pack's compiled Hyperscan database, cached where the worker looks for it at run
 # time (~/.cache/runpod-vllm-worker): a cold start reads it instead of compiling it (about
-# 1 s on 2 CPUs). A host whose CPU cannot run it compiles its own (diagnostics/dbcache.py).
-RUN /opt/worker/bin/python -c 'from diagnostics.rules import load_pack; load_pack()'
+# 1 s on 2 CPUs). A host whose CPU cannot run it compiles its own (diagnostics/pack/dbcache.py).
+RUN /opt/worker/bin/python -c 'from diagnostics.pack.rules import load_pack; load_pack()'
 # `python -m` puts the working directory first on sys.path: the base image's workspace
-# must not be able to shadow the worker's packages, in `python -m worker.bake` below or
+# must not be able to shadow the worker's packages, in `python -m worker.image.bake` below or
 # in the entrypoint.
 WORKDIR /opt/worker
 
@@ -78,7 +78,7 @@ ARG HF_ENDPOINT=""
 RUN --mount=type=secret,id=HF_TOKEN \
     if [ -z "${HF_ENDPOINT}" ]; then unset HF_ENDPOINT; fi; \
     if [ -n "${MODEL_NAME}" ]; then \
-        HF_HOME=/tmp/bake-hf-home /opt/worker/bin/python -m worker.bake --target /model \
+        HF_HOME=/tmp/bake-hf-home /opt/worker/bin/python -m worker.image.bake --target /model \
             --model "${MODEL_NAME}" --revision "${MODEL_REVISION}" \
             --tokenizer "${TOKENIZER_NAME}" --tokenizer-revision "${TOKENIZER_REVISION}" \
         && rm -rf /tmp/bake-hf-home; \

@@ -59,9 +59,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import parse_args, write_json  # noqa: E402
-from diagnostics.matching import prefilter_form  # noqa: E402
-from diagnostics.rules import RulePack, load_pack  # noqa: E402
-from diagnostics.scan import classify_stream  # noqa: E402
+from diagnostics.pack.matching import prefilter_form  # noqa: E402
+from diagnostics.pack.rules import RulePack, load_pack  # noqa: E402
+from diagnostics.scanning.scan import classify_stream  # noqa: E402
 
 FIXTURES = ROOT / "fixtures"
 VLLM = FIXTURES / "vllm-0.32"

@@ -3,7 +3,7 @@
 Real parts only: vLLM's CPU build on the tiny test model, the real worker process
 (``python -m worker``, which starts that vLLM itself) and the real RunPod SDK job loop
 against the loopback queue (``tests/support/queue_server.py``). The worker runs twice
-in one run, one after the other: with the event-driven scaler (``worker/intake.py``,
+in one run, one after the other: with the event-driven scaler (``worker/queue/intake.py``,
 what ``python -m worker`` runs) and with the SDK's own polling ``JobScaler``.
 
 While each worker serves, rounds alternate between

@@ -50,9 +50,9 @@ from bench.common import parse_args, stop_group, write_json  # noqa: E402
 from diagnostics import load_pack  # noqa: E402
 from tests.support.queue_server import QueueServer  # noqa: E402
 from tests.support.vllm_env import VLLM_PYTHON, build_tiny_model, events, worker_env  # noqa: E402
-from worker.machine import SETTLED  # noqa: E402
-from worker.settings import load_settings  # noqa: E402
-from worker.supervisor import Supervisor  # noqa: E402
+from worker.config.settings import load_settings  # noqa: E402
+from worker.supervision.machine import SETTLED  # noqa: E402
+from worker.supervision.supervisor import Supervisor  # noqa: E402
 
 TARGET_MS = 100.0
 STARTUP_LINE = b"Application startup complete"

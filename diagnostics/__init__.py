@@ -5,9 +5,9 @@ sockets or imports runpod, httpx or transitions; ``worker`` imports this package
 never the reverse.
 """
 
-from diagnostics.classifier import Classifier, classify_lines
+from diagnostics.classify.classifier import Classifier, classify_lines
 from diagnostics.model import Category, Diagnosis, Evidence, State
-from diagnostics.rules import RulePack, RulePackError, load_pack
+from diagnostics.pack.rules import RulePack, RulePackError, load_pack
 
 __all__ = [
     "Category",

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 
 class State(enum.StrEnum):
     """How far a vLLM start got, as read from its output; also the worker's lifecycle
-    states (``worker.machine``), which add ``stopped`` (a requested stop, never read from
-    output)."""
+    states (``worker.supervision.machine``), which add ``stopped`` (a requested stop,
+    never read from output)."""
 
     STARTING = "starting"
     DOWNLOADING = "downloading"

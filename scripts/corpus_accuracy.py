@@ -19,9 +19,16 @@ import io
 import sys
 from pathlib import Path
 
-from diagnostics.accuracy import VARIANTS, Scored, load_manifest, score, score_variants, summary
-from diagnostics.rules import RulePack, load_pack
-from diagnostics.scan import classify_stream
+from diagnostics.command.accuracy import (
+    VARIANTS,
+    Scored,
+    load_manifest,
+    score,
+    score_variants,
+    summary,
+)
+from diagnostics.pack.rules import RulePack, load_pack
+from diagnostics.scanning.scan import classify_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 

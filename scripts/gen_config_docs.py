@@ -1,8 +1,8 @@
 """Regenerate the generated parts of docs/configuration.md from the code.
 
-The tables come from ``worker.settings.SETTINGS``, ``worker.flags`` (aliases, removed
-flags, the vLLM flag snapshot) and examples run through ``worker.flags.build_args``, so
-the page cannot drift from what the worker does; ``tests/worker/test_config_docs.py`` fails
+The tables come from ``worker.config.settings.SETTINGS``, ``worker.config.flags`` (aliases, removed
+flags, the vLLM flag snapshot) and examples run through ``worker.config.flags.build_args``, so
+the page cannot drift from what the worker does; ``tests/worker/config/test_config_docs.py`` fails
 when it is stale. Prose around the ``<!-- generated:NAME -->`` markers is hand-written.
 
 Usage: python scripts/gen_config_docs.py [--check]
@@ -15,8 +15,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from worker import flags as flagmod
-from worker.settings import SETTINGS
+from worker.config import flags as flagmod
+from worker.config.settings import SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"
@@ -124,7 +124,7 @@ def _removed_hint(name: str) -> str:
     try:
         (warning,) = flagmod.build_args({name: "<value>"}).warnings
     except (KeyError, IndexError, ValueError):
-        # build_args fails on a hint with unescaped braces (tests/worker/test_config_docs.py
+        # build_args fails on a hint with unescaped braces (tests/worker/config/test_config_docs.py
         # reports it); the page still shows the hint as written.
         return flagmod.REMOVED_FLAGS[name]
     return warning.split("; ignored: ", 1)[1]

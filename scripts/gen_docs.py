@@ -10,9 +10,9 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from diagnostics.accuracy import VARIANTS, score, score_variants, summary
-from diagnostics.rules import load_pack
-from worker.machine import mermaid
+from diagnostics.command.accuracy import VARIANTS, score, score_variants, summary
+from diagnostics.pack.rules import load_pack
+from worker.supervision.machine import mermaid
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- generated:{name} -->", "<!-- end:{name} -->"

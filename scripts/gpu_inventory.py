@@ -2,7 +2,7 @@
 SDK's own start-up fitness checks (the gpu_test allocation binary included), as JSON.
 
 Needs only python, ``nvidia-ml-py`` and ``runpod`` (no vLLM, no worker dependencies):
-it loads worker/gpus.py and worker/preflight/host.py by path. Run it from a checkout:
+it loads worker/seams/gpus.py and worker/preflight/host.py by path. Run it from a checkout:
 
     python scripts/gpu_inventory.py OUT.json [--network]
 

@@ -1,4 +1,5 @@
-"""Snapshot the options of vLLM's own `vllm serve` argument parser into worker/vllm_flags.json.
+"""Snapshot the options of vLLM's own `vllm serve` argument parser into
+worker/config/vllm_flags.json.
 
 Run it with the vLLM environment's python (the worker's environment has no vLLM):
 
@@ -6,8 +7,8 @@ Run it with the vLLM environment's python (the worker's environment has no vLLM)
     .venv-vllm/bin/python scripts/snapshot_vllm_flags.py --print  # print it instead
 
 The worker turns environment variables into `vllm serve` flags from this snapshot
-(worker/flags.py), and tests/worker/test_flags_snapshot.py reruns the script to catch drift
-when vLLM is upgraded. Output is deterministic: flags sorted, one flag per line, so a
+(worker/config/flags.py), and tests/worker/config/test_flags_snapshot.py reruns the script
+to catch drift when vLLM is upgraded. Output is deterministic: flags sorted, one flag per line, so a
 vLLM upgrade shows up as a readable diff.
 
 Each flag maps to {"dest", "kind", "type"} plus, only when set: "optional" (accepts
@@ -30,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SNAPSHOT = Path(__file__).resolve().parent.parent / "worker" / "vllm_flags.json"
+SNAPSHOT = Path(__file__).resolve().parent.parent / "worker" / "config" / "vllm_flags.json"
 
 # argparse action class -> snapshot kind. Custom vLLM actions that take values are "value".
 _KINDS = {

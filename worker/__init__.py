@@ -1,5 +1,5 @@
 """The RunPod worker around ``vllm serve`` (see docs/architecture.md)."""
 
-from worker import sdk_cpu as _sdk_cpu
+from worker.queue import sdk_cpu as _sdk_cpu
 
 _sdk_cpu.install()  # before any module here imports the RunPod SDK

@@ -26,19 +26,19 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from diagnostics import RulePack, RulePackError, load_pack
-from diagnostics.redact import Redactor
-from worker import logs
-from worker.errors import ConfigError
-from worker.gate import JobGate
-from worker.handler import make_handler
+from diagnostics.redaction.redact import Redactor
+from worker.config.errors import ConfigError
+from worker.config.settings import Settings, fallback_settings, load_settings
 from worker.lb import serve as lb
 from worker.lb.mode import Mode, read_endpoint
-from worker.machine import WorkerState
-from worker.parent_death import children_die_with_me
 from worker.preflight import PreflightResult, run_preflight
-from worker.proxy import VllmProxy
-from worker.settings import Settings, fallback_settings, load_settings
-from worker.supervisor import Supervisor, config_failure, secrets_of
+from worker.queue.gate import JobGate
+from worker.queue.handler import make_handler
+from worker.queue.proxy import VllmProxy
+from worker.seams import logs
+from worker.supervision.machine import WorkerState
+from worker.supervision.parent_death import children_die_with_me
+from worker.supervision.supervisor import Supervisor, config_failure, secrets_of
 
 log = structlog.get_logger("worker")
 
@@ -90,11 +90,11 @@ def main() -> int:
         # The pre-flight imports the SDK (its host checks) and huggingface_hub in the
         # supervisor's thread: import the SDK here first, not at the same time (two threads
         # importing runpod at once left one with a partially initialised module).
-        from worker import intake
+        from worker.queue import intake
     supervisor.start()
     if endpoint.mode is Mode.LB:  # a load-balancing endpoint: serve HTTP, no job queue
         return lb.run(supervisor, settings, endpoint, interrupted)
-    from worker import intake  # imports runpod (~0.3 s): while vLLM starts, not after ready
+    from worker.queue import intake  # imports runpod (~0.3 s): while vLLM starts, not after ready
 
     grace = settings.shutdown_grace_s + 5
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from diagnostics.command.render import to_text
 from diagnostics.model import Category, State
-from diagnostics.render import to_text
-from diagnostics.rules import load_pack
-from diagnostics.scan import classify_stream
+from diagnostics.pack.rules import load_pack
+from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import FIXTURES, case_id, labelled
 
 PACK = load_pack()
@@ -44,7 +44,7 @@ def test_expected_state_and_category(path, entry):
 @pytest.mark.parametrize(("path", "entry"), CASES, ids=[case_id(p) for p, _ in CASES])
 def test_snapshot(path, entry, snapshot):
     """The Diagnosis value itself (syrupy writes a dataclass one field a line) and the
-    text a person reads; the JSON form is render's job (tests/diagnostics/test_diag_cli.py)."""
+    text a person reads; the JSON form is render's job (tests/diagnostics/command/test_diag_cli.py)."""
     diagnosis = _diagnose(path)
     name = str(path.relative_to(FIXTURES))
     assert diagnosis == snapshot(name="diagnosis")

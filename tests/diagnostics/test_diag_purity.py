@@ -12,8 +12,8 @@ from tests.support.vllm_env import ROOT
 def test_diagnostics_imports_nothing_of_the_worker_side():
     code = (
         "import sys, io\n"
-        "from diagnostics.scan import classify_stream\n"
-        "from diagnostics.cli import main\n"
+        "from diagnostics.scanning.scan import classify_stream\n"
+        "from diagnostics.command.cli import main\n"
         "from diagnostics import load_pack\n"
         "classify_stream(io.BytesIO(b'ValueError: x\\n'), load_pack())\n"
         "bad = [m for m in ('runpod', 'httpx', 'transitions', 'subprocess', 'socket', 'worker', 'asyncio') if m in sys.modules]\n"

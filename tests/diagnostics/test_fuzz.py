@@ -24,10 +24,10 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from diagnostics.classifier import Classifier
-from diagnostics.normalize import normalize
-from diagnostics.redact import redact, safe_cut
-from diagnostics.rules import load_pack
+from diagnostics.classify.classifier import Classifier
+from diagnostics.classify.normalize import normalize
+from diagnostics.pack.rules import load_pack
+from diagnostics.redaction.redact import redact, safe_cut
 
 PACK = load_pack()
 SMALL, LARGE = 16 * 1024, 64 * 1024

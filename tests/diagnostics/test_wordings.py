@@ -12,8 +12,8 @@ import io
 
 import pytest
 
-from diagnostics.rules import load_pack
-from diagnostics.scan import classify_stream
+from diagnostics.pack.rules import load_pack
+from diagnostics.scanning.scan import classify_stream
 
 PACK = load_pack()
 

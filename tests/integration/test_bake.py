@@ -1,4 +1,4 @@
-"""Baking a model into an image: ``worker.bake`` against the loopback hub, then the worker
+"""Baking a model into an image: ``worker.image.bake`` against the loopback hub, then the worker
 serving the baked copy on real vLLM with the Hub unreachable.
 
 The fast tests use a hand-made repo (weights in several formats, so skipping can be
@@ -35,9 +35,9 @@ from tests.support.vllm_env import (
     start_worker,
     worker_env,
 )
-from worker.bake import BakeError, bake, read_token, skipped_weights
-from worker.baked import BakedModel, read_baked_model
-from worker.settings import load_settings
+from worker.config.baked import BakedModel, read_baked_model
+from worker.config.settings import load_settings
+from worker.image.bake import BakeError, bake, read_token, skipped_weights
 
 OK, GATED, MISSING = OK_REPO, GATED_REPO, MISSING_REPO
 TOKENIZER = "tiny-org/tokenizer-only"
@@ -179,7 +179,7 @@ def _cli(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedPro
     clean = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     clean.update(QUIET_ENV, HF_HOME=str(tmp_path / "hf-home"), **env)
     return subprocess.run(
-        [sys.executable, "-m", "worker.bake", *args],
+        [sys.executable, "-m", "worker.image.bake", *args],
         cwd=ROOT,
         env=clean,
         capture_output=True,

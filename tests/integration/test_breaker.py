@@ -14,7 +14,7 @@ import pytest
 from diagnostics import Category, Diagnosis, State
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import ROOT, replay_env, start_worker
-from worker.breaker import RestartLedger, config_key, judge
+from worker.crashloop.breaker import RestartLedger, config_key, judge
 
 CUDA = Diagnosis(
     State.FAILED_TRANSIENT,

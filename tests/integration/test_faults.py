@@ -30,9 +30,9 @@ from tests.support.vllm_env import (
     tiny_model_env,
     worker_env,
 )
-from worker.machine import WorkerState
-from worker.settings import load_settings
-from worker.supervisor import Supervisor, Timing
+from worker.config.settings import load_settings
+from worker.supervision.machine import WorkerState
+from worker.supervision.supervisor import Supervisor, Timing
 
 
 def test_output_flood_is_drained_with_bounded_memory(tmp_path, reliability):

@@ -115,7 +115,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 def test_wheel_holds_every_module_the_rule_pack_and_the_flag_snapshot(wheel):
     names = _names(wheel)
     expected = {f"diagnostics/rulepack/{p.name}" for p in (ROOT / "rules").glob("*.yaml")}
-    expected.add("worker/vllm_flags.json")
+    expected.add("worker/config/vllm_flags.json")
     for package in ("worker", "diagnostics"):  # subpackages too
         expected |= {
             p.relative_to(ROOT).as_posix()
@@ -126,7 +126,7 @@ def test_wheel_holds_every_module_the_rule_pack_and_the_flag_snapshot(wheel):
     assert not [n for n in names if n.startswith(("tests/", "fixtures/", "rules/"))]
     with zipfile.ZipFile(wheel) as zf:
         entry_points = next(n for n in zf.namelist() if n.endswith("entry_points.txt"))
-        assert "diagnose = diagnostics.cli:run" in zf.read(entry_points).decode()
+        assert "diagnose = diagnostics.command.cli:run" in zf.read(entry_points).decode()
 
 
 def test_sdist_builds_the_same_wheel(tmp_path, wheel):

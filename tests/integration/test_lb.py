@@ -4,7 +4,7 @@
 One vLLM start is shared by the module (it costs ~40 s here). The fixture probes the
 health check through the cold start like the platform does, and sends one request
 before vLLM is ready. Failed starts (permanent, transient, vLLM dying after ready) are
-shown with stand-ins in tests/worker/test_lb_worker.py: they do not need a real vLLM.
+shown with stand-ins in tests/worker/lb/test_lb_worker.py: they do not need a real vLLM.
 The fixture's teardown stops the worker with SIGTERM and checks nothing is left running.
 """
 
@@ -179,7 +179,7 @@ def test_concurrent_streams_with_clients_leaving_leak_no_upstream_request(lb_wor
     closes that connection to vLLM), the others finish, and vLLM ends with nothing
     running or waiting. (vLLM's own abort of a request whose connection closed came at
     once for some leavers and not for others in runs here, so its aborts are not
-    counted; tests/worker/test_lb_worker.py shows the upstream cancel itself.) On a busy
+    counted; tests/worker/lb/test_lb_worker.py shows the upstream cancel itself.) On a busy
     machine a leaver's 2,000 tokens can all be out before its client thread reads the
     first one; such a leaver has nothing left to cancel and is counted by vLLM as
     finished, so every leaver must be either cancelled or finished, none left running."""

@@ -3,7 +3,7 @@ spawned and before a weight byte moves, and jobs get the answer a failed launch 
 
 Where a recorded vLLM 0.32 fixture already shows vLLM failing the same way (too long,
 unsupported architecture, custom code, gated, missing, no KV memory: see
-tests/worker/test_preflight_wording.py), no vLLM is started; the one prediction without a
+tests/worker/preflight/test_preflight_wording.py), no vLLM is started; the one prediction without a
 fixture (a missing revision) is confirmed against the real vLLM CPU build once.
 """
 

@@ -1,6 +1,6 @@
 """The supervisor against real vLLM (CPU build), for what only vLLM shows: two failed
 starts as vLLM prints them today (every recorded failure in fixtures/vllm-0.32 is
-replayed through the supervisor in tests/worker/test_supervisor.py, in seconds), and a
+replayed through the supervisor in tests/worker/supervision/test_supervisor.py, in seconds), and a
 hub download that goes downloading → loading → ready."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from diagnostics import load_pack
 from tests.support.hub_server import HubServer
 from tests.support.vllm_env import build_tiny_model, needs_vllm, worker_env
-from worker.machine import WorkerState
-from worker.settings import load_settings
-from worker.supervisor import Supervisor
+from worker.config.settings import load_settings
+from worker.supervision.machine import WorkerState
+from worker.supervision.supervisor import Supervisor
 
 pytestmark = [needs_vllm, pytest.mark.vllm]
 PACK = load_pack()

@@ -1,15 +1,16 @@
 """Log events stay small and secret-free whatever they carry, and every part of the worker
-decides what a secret is by the one rule (diagnostics.secrets)."""
+decides what a secret is by the one rule (diagnostics.redaction.secrets)."""
 
 from __future__ import annotations
 
 import json
 
-from diagnostics.redact import Redactor
-from diagnostics.secrets import is_secret, secret_values
-from worker import logs, parsers
-from worker.breaker import config_key
-from worker.supervisor import secrets_of
+from diagnostics.redaction.redact import Redactor
+from diagnostics.redaction.secrets import is_secret, secret_values
+from worker.config import parsers
+from worker.crashloop.breaker import config_key
+from worker.seams import logs
+from worker.supervision.supervisor import secrets_of
 
 
 def test_an_event_is_bounded_and_redacted_at_every_depth():

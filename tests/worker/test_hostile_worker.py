@@ -28,8 +28,8 @@ from tests.support.vllm_env import (
     start_worker,
     worker_env,
 )
-from worker.breaker import LEDGER_NAME, config_key
-from worker.settings import load_settings
+from worker.config.settings import load_settings
+from worker.crashloop.breaker import LEDGER_NAME, config_key
 
 PIPE_CUT = 1 << 20
 EVIDENCE_CUT = 4096

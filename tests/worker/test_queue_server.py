@@ -2,9 +2,9 @@
 
 Each worker here is a tiny script run as a subprocess with ``.venv``'s Python and the
 queue's environment, in its own session so the SDK's heartbeat child goes with it. The
-scripts build their error answers with ``worker.answers``, so these tests also pin the
+scripts build their error answers with ``worker.seams.answers``, so these tests also pin the
 SDK behaviour that module relies on (an ``error`` dict value becomes a Python repr). They
-import ``worker`` before the SDK, as the worker does (``worker/sdk_cpu.py``).
+import ``worker`` before the SDK, as the worker does (``worker/queue/sdk_cpu.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ WORKER_SCRIPT = """
 import json
 import os
 
-from worker import answers  # first: the SDK is then imported as the worker imports it
+from worker.seams import answers  # first: the SDK is then imported as the worker imports it
 
 import runpod
 
@@ -289,7 +289,7 @@ def test_yielded_json_error_string_ends_the_job_verbatim(aggregate_worker: Worke
 
 
 def test_sdk_turns_a_yielded_error_dict_into_a_python_repr(stream_worker: Worker) -> None:
-    """Why worker.answers json-encodes: pin the SDK 1.12.0 behaviour it works around."""
+    """Why worker.seams.answers json-encodes: pin the SDK 1.12.0 behaviour it works around."""
     job_id = stream_worker.queue.submit({"raw_error_at": 0})
     done = stream_worker.done(job_id)
     assert done == {"error": str({"message": "raw dict", "code": 1})}

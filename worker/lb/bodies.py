@@ -1,9 +1,9 @@
 """Every answer the load-balancing worker gives itself, as an HTTP status, headers and
 an OpenAI-style JSON body ``{"error": {...}}``.
 
-The diagnosis is the queue mode's, built by the same code (``worker.handler``'s
-``failure_answer`` and ``worker.answers``): a job answer carries the error object as
-JSON text under ``"error"``, an HTTP answer carries the same object under ``"error"``.
+The diagnosis is the queue mode's, built by the same code (``worker.supervision.failure``
+and ``worker.seams.answers``): a job answer carries the error object as JSON text under
+``"error"``, an HTTP answer carries the same object under ``"error"``.
 Pure: reads the supervisor's state, does no I/O.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from worker import answers
-from worker.handler import failure_answer
-from worker.machine import WorkerState
-from worker.supervisor import Supervisor
+from worker.seams import answers
+from worker.supervision.failure import failure_answer
+from worker.supervision.machine import WorkerState
+from worker.supervision.supervisor import Supervisor
 
 # What a caller should wait before retrying a worker that is still starting. vLLM's
 # phases take tens of seconds to minutes; 5 s keeps the first answer close to ready.
@@ -70,7 +70,7 @@ def failure(supervisor: Supervisor) -> Answer:
 
 
 def upstream(job_answer: dict) -> Answer:
-    """vLLM could not be reached or did not answer (``worker.answers.upstream_*``); the
+    """vLLM could not be reached or did not answer (``worker.seams.answers.upstream_*``); the
     HTTP status is the error's code (502, 503 or 504)."""
     payload = _from_job_answer(job_answer)
     code = payload.get("code")

@@ -22,8 +22,8 @@ import json
 from collections.abc import Mapping
 
 from worker.lb.bodies import Answer
-from worker.machine import WorkerState
-from worker.supervisor import Supervisor
+from worker.supervision.machine import WorkerState
+from worker.supervision.supervisor import Supervisor
 
 S = WorkerState
 STATUS: Mapping[WorkerState, int] = {

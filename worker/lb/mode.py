@@ -12,8 +12,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from worker import settings
-from worker.errors import ConfigError
+from worker.config import settings
+from worker.config.errors import ConfigError
 
 
 class Mode(enum.Enum):

@@ -19,7 +19,7 @@ The request body is read whole before it is sent on (requests to vLLM are JSON o
 uploads); the response is not. While a request is in flight a second task waits for the
 client to go away: a disconnect cancels the upstream request, which closes its
 connection (vLLM's signal to abort the generation). Upstream failures before the answer
-started get ``worker.answers``' upstream errors (502/503/504); a failure part-way through
+started get ``worker.seams.answers``' upstream errors (502/503/504); a failure part-way through
 a streamed answer closes the client's connection, so the answer is visibly incomplete.
 """
 
@@ -34,8 +34,8 @@ import structlog
 from worker.lb import bodies
 from worker.lb.health import HealthApp, respond
 from worker.lb.upstream import HOP, Relay, Upstream
-from worker.machine import WorkerState
-from worker.supervisor import Supervisor
+from worker.supervision.machine import WorkerState
+from worker.supervision.supervisor import Supervisor
 
 log = structlog.get_logger("worker.lb")
 

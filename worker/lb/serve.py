@@ -27,13 +27,13 @@ import structlog
 import uvicorn
 import uvloop
 
+from worker.config.settings import Settings
 from worker.lb.health import HealthApp
 from worker.lb.mode import Endpoint
 from worker.lb.proxy import ProxyApp
 from worker.lb.upstream import Upstream
-from worker.machine import WorkerState
-from worker.settings import Settings
-from worker.supervisor import Supervisor
+from worker.supervision.machine import WorkerState
+from worker.supervision.supervisor import Supervisor
 
 log = structlog.get_logger("worker.lb")
 

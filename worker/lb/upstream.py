@@ -6,7 +6,7 @@ request and passes the answer to the ASGI ``send`` as it arrives: status, header
 hop-by-hop ones) and body chunks, never buffered, bytes untouched (no decompression).
 
 The session and the translation of aiohttp's exceptions into answers are
-``worker.upstream``'s (shared with the queue-mode proxy). An exception before the answer
+``worker.seams.upstream``'s (shared with the queue-mode proxy). An exception before the answer
 started is answered with its error body; after that, the client's connection is closed
 without the end of the body: visibly incomplete.
 """
@@ -19,7 +19,7 @@ from yarl import URL
 
 from worker.lb import bodies
 from worker.lb.health import respond
-from worker.upstream import UPSTREAM_ERRORS, answer_for, open_session
+from worker.seams.upstream import UPSTREAM_ERRORS, answer_for, open_session
 
 log = structlog.get_logger("worker.lb")
 

@@ -2,11 +2,15 @@
 
 ``run_preflight(settings, env, pack=...)`` returns a ``PreflightResult``: a ``Diagnosis``
 (from the rule pack's wording) when the start is sure to fail, else None, plus the
-findings and the time it took. Modules, one job each: ``hub`` (metadata from the hub),
-``local`` (a model folder or the HF cache), ``request`` (what the arguments ask),
+findings and the time it took. Modules, one job each: ``request`` (what the arguments ask),
 ``checks`` (config.json against vLLM's registry and the options), ``fit`` (memory),
 ``disk``, ``host`` (the RunPod SDK's fitness checks), ``wording`` (prediction to
-diagnosis) and ``run`` (the order of it all).
+diagnosis), ``registry`` (the snapshot of vLLM's model registry) and ``run`` (the order
+of it all). What the model is comes from ``worker.modelinfo``.
+
+May import: ``worker.config``, ``worker.modelinfo``, ``worker.seams``, ``diagnostics``.
+Never imports ``worker.supervision``, ``worker.queue`` or ``worker.lb``. Imported by:
+``worker.supervision``, ``worker.main``.
 """
 
 from worker.preflight.run import Finding, PreflightResult, run_preflight

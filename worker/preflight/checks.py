@@ -32,7 +32,7 @@ _UNSCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek
 
 @dataclass(frozen=True)
 class Registry:
-    """What the installed vLLM can load (worker/vllm_models.json)."""
+    """What the installed vLLM can load (worker/preflight/vllm_models.json)."""
 
     vllm_version: str
     build: str

@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from worker.gpus import GIB
 from worker.preflight.prediction import Prediction
+from worker.seams.gpus import GIB
 
 MARGIN = 1.02
 

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from worker.gpus import GIB, Inventory
+from worker.modelinfo.facts import ModelFacts
 from worker.preflight.checks import text_config
-from worker.preflight.facts import ModelFacts
 from worker.preflight.prediction import Prediction
 from worker.preflight.request import Request
+from worker.seams.gpus import GIB, Inventory
 
 BLOCK = 16  # tokens per KV cache block (vLLM's smallest default)
 MARGIN = 1.02  # weights must exceed the budget by 2 % to count as "cannot fit"

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worker.flag_values import human_readable_int
+from worker.config.flag_values import human_readable_int
 
 DEFAULT_UTILIZATION = 0.92  # vLLM 0.32's --gpu-memory-utilization default
 

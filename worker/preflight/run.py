@@ -20,14 +20,15 @@ from typing import Any
 import yaml
 
 from diagnostics import Category, Diagnosis, RulePack
-from worker.gpus import GIB, Inventory, read_inventory
-from worker.preflight import checks, disk, fit, host, hub, local
+from worker.modelinfo import hub, local
+from worker.modelinfo.facts import ModelFacts
+from worker.preflight import checks, disk, fit, host
 from worker.preflight.checks import Registry
-from worker.preflight.facts import ModelFacts
 from worker.preflight.prediction import Prediction
 from worker.preflight.registry import load_registry
 from worker.preflight.request import Request, config_file_of, read_request
 from worker.preflight.wording import diagnose, host_fault
+from worker.seams.gpus import GIB, Inventory, read_inventory
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -158,7 +159,7 @@ def run_preflight(
     ``offline``; ``sdk_checks`` defaults to "when the SDK would run them" (its job loop,
     RUNPOD_WEBHOOK_GET_JOB set); ``cache_dir`` is where vLLM will download to.
     """
-    from worker.downloads import hf_cache_dir
+    from worker.seams.downloads import hf_cache_dir
 
     started = clock()
     steps = _Steps(clock)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from diagnostics import Diagnosis, Evidence, RulePack, State
-from diagnostics.classifier import render_rule
+from diagnostics.classify.classifier import render_rule
 from diagnostics.model import Category
 
 BEFORE_LAUNCH = "Found by the pre-flight check before launch; vLLM was not started."

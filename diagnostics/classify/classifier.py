@@ -1,0 +1,202 @@
+"""The incremental classifier: feed vLLM's output line by line, ask for a diagnosis.
+
+Memory is bounded by the window (recent lines kept for the tail and context), never
+by the size of the log. Priority decides between rules: the rule that comes first
+in the pack wins, and among its matches the first occurrence is the evidence. When
+vLLM reports it is ready, earlier matches are dropped (they did not stop it); after
+a requested shutdown, generic wrapper errors are ignored. After ready, a rule marked
+``before_ready`` (a bare exception line: a failed request) names the cause only once
+vLLM exited, and a traceback no longer ends the start; a start marker after ready
+begins a new start. A traceback whose header was cut off (an elided paste) is known
+by its frame, ``raise`` and position-marker lines.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+
+from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, captures, stored
+from diagnostics.classify.normalize import clean_raw, normalize, wrapped_at_width
+from diagnostics.classify.progress import Progress
+from diagnostics.classify.verdict import (
+    ends_in_traceback,
+    last_evidence,
+    line_evidence,
+    no_rule_matched,
+    render_rule,
+)
+from diagnostics.classify.wrapping import Wrapped, carry
+from diagnostics.model import Diagnosis, Evidence, State
+from diagnostics.pack.rules import PHASES, Pattern, Rule, RulePack, load_pack
+from diagnostics.redaction.redact import Redactor, redact
+
+# The parts live in diagnostics.classify.progress, findings, verdict and wrapping; the names
+# importers use stay importable from here.
+__all__ = ["MAX_STORED_LINE", "Classifier", "classify_lines", "default_pack", "render_rule"]
+
+
+@lru_cache(maxsize=1)
+def default_pack() -> RulePack:
+    return load_pack()
+
+
+def _hit_ids(pack: RulePack, text: str) -> set[int]:
+    """The indexes of the pack's patterns that hit ``text``."""
+    ids: set[int] = set()
+    pack.line_database.scan(
+        text.encode("utf-8", "surrogateescape"),
+        match_event_handler=lambda i, _f, _t, _fl, _c: ids.add(i),
+    )
+    return ids
+
+
+class Classifier:
+    """Reads lines as they come and keeps what a diagnosis needs."""
+
+    def __init__(
+        self, pack: RulePack | None = None, *, window: int = 400, redactor: Redactor | None = None
+    ):
+        self.pack = pack or default_pack()
+        self.redact = redactor or redact
+        self.recent: deque[tuple[int, str]] = deque(maxlen=window)
+        self.lines = 0
+        self._progress = Progress()  # phase, shutdown, traceback, frames, captures
+        self._findings = Findings()  # the failure matches
+        self._wrapped: Wrapped | None = None
+
+    @property
+    def phase(self) -> State:
+        return self._progress.phase
+
+    def feed(self, raw: str, lineno: int | None = None) -> State | None:
+        """Take one raw line; return the new phase when this line changed it."""
+        self.lines = lineno if lineno is not None else self.lines + 1
+        line = raw.rstrip("\r\n")
+        self.recent.append((self.lines, stored(line)))
+        if self._findings.collecting is not None:
+            self._findings.collect(line, normalize(line))
+        wrapped, self._wrapped = self._wrapped, None
+        if wrapped is not None and wrapped.last != self.lines - 1:
+            wrapped = None
+        changed = self._match(line)
+        if wrapped is not None:
+            changed = self._match_wrapped(wrapped, line) or changed
+        if wrapped_at_width(line):
+            self._wrapped = carry(wrapped, line, self.lines)
+        return changed
+
+    def _match(self, line: str) -> State | None:
+        # Fast path: a pattern that matches the normalised text also matches the raw
+        # line (normalising only strips prefixes), unless colour codes or carriage
+        # returns sit inside it. Most lines hit nothing and end here.
+        if "\x1b" not in line and "\r" not in line and not _hit_ids(self.pack, line):
+            return None
+        text = normalize(line)
+        ids = _hit_ids(self.pack, text)
+        if not ids:
+            return None
+        clean = clean_raw(line)
+        changed = None
+        patterns = self.pack.patterns
+        for index in sorted(ids, key=lambda i: (patterns[i].kind != "traceback", i)):
+            pattern = patterns[index]
+            if pattern.kind == "phase" and (found := pattern.regex.search(text)):
+                changed = self._phase_marker(pattern, found.groupdict()) or changed
+            elif pattern.kind == "rule" and pattern.regex.search(text):
+                rule = self.pack.rules[pattern.owner]
+                self._findings.consider(rule, clean, text, self.lines, self._progress)
+            elif pattern.kind not in ("phase", "rule"):
+                self._progress.saw(pattern, text, self.lines)
+        return changed
+
+    def _match_wrapped(self, wrapped: Wrapped, line: str) -> State | None:
+        """Match a message hard-wrapped at a terminal's width, its parts joined. The
+        continuation is appended as printed: a terminal cuts mid-word and mid-number.
+        Phase markers count too (a shutdown or ready line cut at the width)."""
+        continuation = clean_raw(line)
+        clean, text = (wrapped.clean + continuation).rstrip(), wrapped.text + continuation
+        patterns = self.pack.patterns
+        changed = None
+        for index in sorted(_hit_ids(self.pack, text)):
+            pattern = patterns[index]
+            if pattern.kind == "frame":
+                self._progress.frames.add(pattern.owner)
+            elif pattern.kind == "phase" and (found := pattern.regex.search(text)):
+                # Only a marker the cut split: one either part shows was entered already
+                # (entering ready again would drop a failure on the next line).
+                if pattern.regex.search(wrapped.text) or pattern.regex.search(continuation):
+                    continue
+                changed = self._phase_marker(pattern, found.groupdict()) or changed
+            elif pattern.kind == "rule" and pattern.regex.search(text):
+                rule, first = self.pack.rules[pattern.owner], wrapped.first or self.lines
+                self._findings.consider(rule, clean, text, first, self._progress)
+        return changed
+
+    def feed_all(self, lines: Iterable[str]) -> Classifier:
+        for line in lines:
+            self.feed(line)
+        return self
+
+    def tail(self, count: int = 60) -> list[str]:
+        """The last ``count`` lines seen (redacted), oldest first."""
+        lines = list(self.recent)[-count:]
+        return [self.redact(clean_raw(text)) for _, text in lines]
+
+    @property
+    def failure_seen(self) -> bool:
+        """A failure rule has matched (cheap: no rendering, unlike diagnosis())."""
+        return self._findings.best is not None
+
+    @property
+    def best_rule(self) -> Rule | None:
+        """The rule the verdict names now (None: no failure matched since the last ready)."""
+        return None if self._findings.best is None else self._findings.best.rule
+
+    @property
+    def wants_next_line(self) -> bool:
+        """Whether the next line matters even when no pattern hits it: it may continue
+        the evidence, or join a line cut at a terminal's width."""
+        return self._findings.collecting is not None or self._wrapped is not None
+
+    def recall(self, latest: Mapping[str, str]) -> None:
+        """Phase-marker captures (the version...) as of the end of a log of which only
+        some lines were fed (diagnose skips what cannot change the verdict): these win."""
+        self._progress.context.update(latest)
+
+    def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
+        """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
+        findings, traceback = self._findings, self._progress.traceback
+        if findings.best is not None:
+            return self._render(findings.best)
+        if findings.late is not None and (exited or exit_code is not None):
+            return self._render(findings.late)
+        if traceback is not None and not (exited or exit_code is not None):
+            return ends_in_traceback(line_evidence(self.recent, traceback, self.redact))
+        if exited or exit_code is not None:
+            evidence = last_evidence(self.recent, self.redact)
+            return no_rule_matched(evidence, exit_code, self.phase)
+        return Diagnosis(state=self.phase)
+
+    def _phase_marker(self, pattern: Pattern, groups: Mapping[str, str | None]) -> State | None:
+        self._progress.context.update({k: v for k, v in groups.items() if v})
+        name = self.pack.phases[pattern.owner].phase
+        state = PHASES[name]
+        if state is State.STARTING and self.phase is State.READY:
+            self._findings.late = None  # a new start after a ready one: judged afresh
+        if state is State.READY:
+            # Whatever matched before did not stop vLLM from serving.
+            findings = self._findings
+            findings.best = findings.collecting = findings.late = None
+        return self._progress.enter(name)
+
+    def _render(self, hit: Hit) -> Diagnosis:
+        evidence = Evidence(hit.line, self.redact(hit.raw))
+        captured = {**self._progress.context, **captures(hit)}
+        return render_rule(hit.rule, captured, evidence, self.redact)
+
+
+def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagnosis:
+    """Classify a whole log given as lines (convenience for tests and small inputs)."""
+    return Classifier(pack).feed_all(lines).diagnosis()

@@ -1,0 +1,37 @@
+"""Lines cut at a terminal's width, joined as the classifier reads them: such a
+line's message may continue on the next line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnostics.classify.normalize import normalize, unwrapped_part
+
+_MAX_WRAPPED_PARTS = 4  # a message hard-wrapped over more lines is not joined further
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """Lines cut at a terminal's width, joined: the message may continue on the next line."""
+
+    last: int  # line number of the last part
+    first: int  # line number of the first part (the evidence)
+    clean: str  # the joined raw lines (for evidence)
+    text: str  # the first part normalised, the rest appended as printed
+    parts: int
+
+
+def carry(wrapped: Wrapped | None, line: str, lineno: int) -> Wrapped:
+    """Line ``lineno`` looks cut at a terminal's width: keep it for joining with the next."""
+    part = unwrapped_part(line)
+    if wrapped is not None and wrapped.parts < _MAX_WRAPPED_PARTS:
+        return Wrapped(
+            lineno,
+            wrapped.first,
+            wrapped.clean + part,
+            wrapped.text + part,
+            wrapped.parts + 1,
+        )
+    # The message without its prefixes, and the spaces the cut fell after.
+    trailing = part[len(part.rstrip()) :]
+    return Wrapped(lineno, lineno, part, normalize(line) + trailing, 1)

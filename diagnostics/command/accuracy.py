@@ -1,0 +1,114 @@
+"""Score the classifier against a labelled corpus (manifest.jsonl beside the logs).
+
+A log counts as right when the diagnosis agrees with its label: a failure category
+must match (``other`` for causes outside the named categories) and so must the state
+(permanent or transient) where the manifest gives ``permanent``; ``ok`` must be ready.
+Used by tests, by ``scripts/corpus_accuracy.py`` and for docs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from diagnostics.classify.normalize import strip_ansi
+from diagnostics.model import Diagnosis
+from diagnostics.pack.rules import RulePack
+from diagnostics.scanning.scan import classify_stream
+
+
+@dataclass(frozen=True)
+class Scored:
+    file: str
+    label: str
+    diagnosis: Diagnosis
+    permanent: bool | None = None
+
+    @property
+    def predicted(self) -> str:
+        return self.diagnosis.label or str(self.diagnosis.state)
+
+    @property
+    def right(self) -> bool:
+        if self.predicted != self.label:
+            return False
+        return self.permanent is None or self.diagnosis.permanent is self.permanent
+
+    @property
+    def failed_called_not_failed(self) -> bool:
+        return self.label != "ok" and not self.diagnosis.failed
+
+    @property
+    def transient_called_permanent(self) -> bool:
+        return self.label in ("cuda_fault", "network") and self.diagnosis.permanent is True
+
+
+def load_manifest(root: Path) -> list[dict]:
+    with (root / "manifest.jsonl").open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def score(root: Path, pack: RulePack) -> list[Scored]:
+    results = []
+    for entry in load_manifest(root):
+        with (root / entry["file"]).open("rb") as stream:
+            diagnosis = classify_stream(stream, pack)
+        permanent = entry.get("permanent") if entry["category"] != "ok" else None
+        results.append(Scored(entry["file"], entry["category"], diagnosis, permanent))
+    return results
+
+
+def summary(results: list[Scored]) -> dict[str, tuple[int, int]]:
+    """Per label: (right, total)."""
+    total: Counter[str] = Counter()
+    right: Counter[str] = Counter()
+    for r in results:
+        total[r.label] += 1
+        right[r.label] += r.right
+    return {label: (right[label], total[label]) for label in sorted(total)}
+
+
+# Held-out-style variants of a labelled log: the shapes pastes take. Each keeps the
+# labelled root-cause line, so the verdict should not change.
+VARIANTS = ("window", "cut", "wrap80", "wrap120", "crlf", "quoted")
+
+
+def variant(lines: list[str], cause_at: int, kind: str) -> list[str]:
+    """``lines`` shaped as ``kind``; ``cause_at`` is the index of the root-cause line."""
+    if kind == "window":  # an elided paste: a few lines around the cause
+        return lines[max(0, cause_at - 5) : cause_at + 10]
+    if kind == "cut":  # the paste stops right after the cause
+        return lines[: cause_at + 1]
+    if kind.startswith("wrap"):  # cut at a terminal's width, counted on what it shows
+        width = int(kind[4:])
+        shown = [strip_ansi(line).rstrip("\r") for line in lines]
+        return [line[i : i + width] for line in shown for i in range(0, len(line) or 1, width)]
+    if kind == "crlf":
+        return [line + "\r" for line in lines]
+    if kind == "quoted":
+        return [f"> {line}" for line in lines]
+    raise ValueError(kind)
+
+
+def score_variants(root: Path, pack: RulePack) -> list[tuple[str, str, bool]]:
+    """(file, variant, right) for every failure log whose root-cause line is found."""
+    results = []
+    for entry in load_manifest(root):
+        if entry["category"] == "ok" or not entry.get("root_cause_line"):
+            continue
+        raw = (root / entry["file"]).read_bytes().decode("utf-8", "replace")
+        lines = raw.split("\n")
+        try:
+            cause_at = lines.index(entry["root_cause_line"])
+        except ValueError:
+            continue
+        permanent = entry.get("permanent")
+        for kind in VARIANTS:
+            data = "\n".join(variant(lines, cause_at, kind)).encode("utf-8")
+            diagnosis = classify_stream(io.BytesIO(data), pack)
+            scored = Scored(entry["file"], entry["category"], diagnosis, permanent)
+            results.append((entry["file"], kind, scored.right))
+    return results

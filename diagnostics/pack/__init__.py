@@ -1,0 +1,9 @@
+"""The rule pack and matching: ``rules/*.yaml`` -> a validated ``RulePack``.
+
+Owns: loading and caching the pack (``rules``, ``dbcache``), its values (``pack``),
+validation (``packcheck``), RE2 + Hyperscan matching (``matching``), ``transient_if``
+evidence (``evidence``).
+
+May import: ``diagnostics.model``. Imported by: ``diagnostics.classify``,
+``diagnostics.scanning``, ``diagnostics.command``, and ``worker``.
+"""

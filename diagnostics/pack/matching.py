@@ -1,0 +1,136 @@
+"""The two regex engines behind the rule pack, both linear in the length of the text.
+
+* RE2 (``google-re2``) runs every match and capture: it cannot backtrack, so no
+  pattern, built in or user supplied, can take more than linear time on a line.
+  A pattern RE2 cannot compile (back-references, look-around) is refused at load.
+* Hyperscan prefilters: it scans a block or a line for every pattern at once and
+  says which may match. Its form of a pattern drops every ``^``/``$``/``\\A``/``\\z``
+  anchor (:func:`prefilter_form`): a pattern without an assertion matches wherever
+  the pattern matched, so the prefilter can only say "maybe" too often, never miss a
+  line RE2 would match, whether it scans a 1 MiB block or one line.
+"""
+
+from __future__ import annotations
+
+import re
+
+import hyperscan
+import re2
+
+from diagnostics.pack import dbcache
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # RE2 would print its own complaint to stderr
+_LEADING_FLAGS = re.compile(r"^\(\?([a-zA-Z]+)\)")
+_ANCHOR_MARKS = ("^", "$", "\\A", "\\z", "\\Z")  # what prefilter_form may drop
+
+
+class RegexError(ValueError):
+    """A pattern RE2 cannot compile."""
+
+
+class Regex:
+    """A compiled RE2 pattern with the parts of ``re.Pattern`` the pack uses.
+
+    ``lazy=True`` (a pack read back from the validated-pack cache, whose every pattern
+    compiled when it was stored) defers RE2's compile to the first use of ``search`` or
+    ``groupindex``; afterwards they are plain attributes, as fast as an eager one."""
+
+    __slots__ = ("_compiled", "flags", "groupindex", "pattern", "search")
+
+    def __init__(self, pattern: str, *, lazy: bool = False):
+        self.pattern = pattern
+        leading = _LEADING_FLAGS.match(pattern)
+        self.flags = re.IGNORECASE if leading and "i" in leading.group(1) else 0
+        if not lazy:
+            self._compile()
+
+    def _compile(self) -> None:
+        try:
+            compiled = re2.compile(self.pattern, _OPTIONS)
+        except re2.error as exc:
+            detail = exc.args[0] if exc.args else exc
+            if isinstance(detail, bytes):
+                detail = detail.decode("utf-8", "replace")
+            raise RegexError(
+                f"RE2 cannot compile it ({detail}); patterns must run in linear time, so "
+                "back-references and look-around are not available"
+            ) from None
+        self._compiled = compiled
+        self.groupindex: dict[str, int] = dict(compiled.groupindex)
+        self.search = compiled.search
+
+    def __getattr__(self, name: str):  # only called while a slot is unset: not compiled yet
+        if name in ("_compiled", "groupindex", "search"):
+            self._compile()
+            return object.__getattribute__(self, name)
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        return f"Regex({self.pattern!r})"
+
+
+def prefilter_form(pattern: str) -> str:
+    """``pattern`` without anchors (outside character classes), for Hyperscan."""
+    if not any(mark in pattern for mark in _ANCHOR_MARKS):
+        return pattern  # nothing to drop (most patterns): no character-by-character walk
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        char = pattern[i]
+        if char == "\\" and i + 1 < n:
+            pair = pattern[i : i + 2]
+            i += 2
+            if not in_class and pair in ("\\A", "\\z", "\\Z"):
+                continue
+            out.append(pair)
+            continue
+        if in_class:
+            if pattern.startswith("[:", i):
+                end = pattern.find(":]", i + 2)
+                if end > 0:
+                    out.append(pattern[i : end + 2])
+                    i = end + 2
+                    continue
+            if char == "]":
+                in_class = False
+            out.append(char)
+            i += 1
+            continue
+        if char == "[":
+            in_class = True
+            out.append(char)
+            i += 1
+            # A "]" right after "[" or "[^" is a literal member of the class.
+            if i < n and pattern[i] == "^":
+                out.append("^")
+                i += 1
+            if i < n and pattern[i] == "]":
+                out.append("]")
+                i += 1
+            continue
+        if char in "^$":
+            i += 1
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def hyperscan_database(expressions: list[str], single_match: bool = False) -> hyperscan.Database:
+    """A block-mode database of ``expressions`` (ids = their indexes); raises hyperscan.error.
+    Read from the disk cache when this exact database was compiled before (dbcache)."""
+    mode = hyperscan.HS_MODE_BLOCK
+    # No UTF-8 mode: logs may hold invalid UTF-8, which that mode does not allow.
+    flag = hyperscan.HS_FLAG_ALLOWEMPTY | (hyperscan.HS_FLAG_SINGLEMATCH if single_match else 0)
+    compiled = [prefilter_form(e).encode("utf-8") for e in expressions]
+    ids = list(range(len(expressions)))
+    flags = [flag] * len(expressions)
+
+    def build() -> hyperscan.Database:
+        db = hyperscan.Database(mode=mode)
+        db.compile(expressions=compiled, ids=ids, elements=len(ids), flags=flags)
+        return db
+
+    return dbcache.load_or_compile(dbcache.key(compiled, ids, flags, mode), mode, build)

@@ -1,0 +1,135 @@
+"""The rule pack as the classifier reads it: rules, phase markers and the Hyperscan
+database of all their patterns (loaded by :mod:`diagnostics.pack.rules`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import hyperscan
+
+from diagnostics.model import Category, State
+from diagnostics.pack.evidence import TransientIf
+from diagnostics.pack.matching import Regex, hyperscan_database
+
+# Progress markers: "stopping" marks a requested shutdown, after which generic
+# wrapper errors (EngineDeadError...) are expected and not a failure; "starting" marks
+# the start of a start (a new one when it follows a ready marker).
+PHASES = {
+    "starting": State.STARTING,
+    "downloading": State.DOWNLOADING,
+    "loading": State.LOADING,
+    "ready": State.READY,
+    "stopping": None,
+}
+TRACEBACK_START = r"Traceback \(most recent call last\)"
+# Lines only a Python traceback prints: a frame (standard or IPython), the code line of
+# a raise, the position markers of Python 3.11+. They show a traceback whose header
+# was cut off (an elided paste).
+TRACEBACK_BODY = (
+    r'^\s*File "[^"]+", line \d+, in ',
+    r"^\s*File [~/.\w][^\s:]*\.py:\d+, in ",
+    r"^\s*Cell In\[\d+\], line \d+",
+    r"^-+> +\d+ ",
+    r"^\s+raise [A-Za-z_][\w.]*(?:\(|$)",
+    r"^\s+~*\^+[~^]*$",
+)
+
+
+class RulePackError(Exception):
+    """Raised when the rule pack cannot be read or fails validation."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    category: Category
+    permanent: bool
+    patterns: tuple[Regex, ...]
+    cause: str
+    fix: str
+    priority: int
+    source: str
+    traceback_through: tuple[Regex, ...] = ()
+    after: tuple[Regex, ...] = ()
+    before_ready: bool = False  # after a ready marker, counts only once vLLM exited
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    generic: bool = False
+    transient_if: TransientIf | None = None
+
+
+@dataclass(frozen=True)
+class Phase:
+    phase: str
+    patterns: tuple[Regex, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One entry of the Hyperscan database and what it stands for."""
+
+    kind: str  # "rule" | "phase" | "traceback" | "traceback_body" | "frame" | "after"
+    owner: int  # index into rules / phases; unused for "traceback"
+    regex: Regex
+
+
+class RulePack:
+    """Validated rules and phase markers, plus the compiled prefilter."""
+
+    def __init__(self, rules: list[Rule], phases: list[Phase], files: list[str]):
+        self.rules = rules
+        self.phases = phases
+        self.files = files
+        self.patterns: list[Pattern] = []
+        for p in phases:
+            self.patterns += [Pattern("phase", phases.index(p), rx) for rx in p.patterns]
+        for rule in rules:
+            self.patterns += [Pattern("rule", rule.priority, rx) for rx in rule.patterns]
+            self.patterns += [Pattern("frame", rule.priority, rx) for rx in rule.traceback_through]
+            self.patterns += [Pattern("after", rule.priority, rx) for rx in rule.after]
+        self.patterns.append(Pattern("traceback", -1, Regex(TRACEBACK_START)))
+        # Owner past every rule: only needed while no failure matched.
+        self.patterns += [Pattern("traceback_body", len(rules), Regex(rx)) for rx in TRACEBACK_BODY]
+        try:
+            # Which patterns hit a line, once each (the classifier). Blocks are scanned
+            # with databases derived from the same patterns (diagnostics.scanning.fastpath).
+            self.line_database = _compile(self.patterns, single_match=True)
+        except RulePackError:
+            self._name_unsupported()
+            raise
+
+    def _name_unsupported(self) -> None:
+        """Find the pattern Hyperscan rejects and say where it is (slow; only on error)."""
+        fields = {
+            "rule": "patterns",
+            "phase": "patterns",
+            "frame": "when.traceback_through",
+            "after": "when.after",
+        }
+        for pattern in self.patterns:
+            try:
+                _compile([pattern])
+            except RulePackError as exc:
+                if pattern.kind == "phase":
+                    phase = self.phases[pattern.owner]
+                    where = f"{phase.source}: phase {phase.phase!r}"
+                else:
+                    rule = self.rules[pattern.owner]
+                    where = f"{rule.source}: rule {rule.id!r}"
+                raise RulePackError(
+                    f"{where}: field {fields[pattern.kind]}: {pattern.regex.pattern!r}: {exc}"
+                ) from None
+
+    def by_id(self, rule_id: str) -> Rule:
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        raise KeyError(rule_id)
+
+
+def _compile(patterns: list[Pattern], single_match: bool = False) -> hyperscan.Database:
+    try:
+        return hyperscan_database([p.regex.pattern for p in patterns], single_match)
+    except hyperscan.error as exc:
+        raise RulePackError(f"pattern not supported by Hyperscan: {exc}") from None

@@ -1,0 +1,264 @@
+"""Parsing and validating the YAML files of a rule pack (see :mod:`diagnostics.pack.rules`):
+every field checked, a broken pack named by file, rule and field."""
+
+from __future__ import annotations
+
+import re
+import string
+from functools import lru_cache
+
+from diagnostics.model import Category
+from diagnostics.pack.evidence import parse_transient_if
+from diagnostics.pack.matching import Regex, RegexError
+from diagnostics.pack.pack import PHASES, Phase, Rule, RulePack, RulePackError
+
+_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_RULE_KEYS = {
+    "id",
+    "category",
+    "permanent",
+    "patterns",
+    "when",
+    "cause",
+    "fix",
+    "defaults",
+    "generic",
+    "note",
+    "transient_if",
+}
+_REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
+_WHEN_KEYS = {"traceback_through", "after", "before_ready"}
+_PHASE_KEYS = {"phase", "patterns", "note"}
+_FILE_KEYS = {"rules", "phases"}
+
+
+def _parse(file_name: str, data: bytes) -> object:
+    import yaml  # only for a pack not in the cache: importing it costs ~10 ms
+
+    try:
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        return yaml.load(text, Loader=_unique_key_loader())
+    except UnicodeDecodeError as exc:
+        raise RulePackError(f"{file_name}: cannot read: {exc}") from exc
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise RulePackError(f"{file_name}: invalid YAML: {detail}") from exc
+
+
+def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> RulePack:
+    """The pack of parsed files; ``trusted``: read back from the cache of validated packs
+    (the checks are cheap and run again; only templates and RE2 compiles are skipped)."""
+    rules: list[Rule] = []
+    phases: list[Phase] = []
+    seen: dict[str, str] = {}
+    for file_name, doc in docs:
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise RulePackError(
+                f"{file_name}: top level must be a mapping with 'rules' and/or 'phases'"
+            )
+        unknown = set(doc) - _FILE_KEYS
+        if unknown:
+            raise RulePackError(f"{file_name}: unknown top-level key(s) {sorted(unknown)}")
+        for index, raw in enumerate(_as_list(doc.get("phases", []), file_name, "phases")):
+            phases.append(_phase(raw, file_name, index, trusted))
+        for index, raw in enumerate(_as_list(doc.get("rules", []), file_name, "rules")):
+            rule = _rule(raw, file_name, index, priority=len(rules), trusted=trusted)
+            if rule.id in seen:
+                first = seen[rule.id]
+                raise RulePackError(
+                    f"{file_name}: rule {rule.id!r}: field id: duplicate (first defined in {first})"
+                )
+            seen[rule.id] = file_name
+            rules.append(rule)
+    if not rules:
+        raise RulePackError(f"{root}: the pack defines no rules")
+    return RulePack(rules, phases, [file_name for file_name, _ in docs])
+
+
+def _as_list(value: object, file: str, key: str) -> list:
+    if not isinstance(value, list):
+        raise RulePackError(f"{file}: {key!r} must be a list")
+    return value
+
+
+@lru_cache(maxsize=1)
+def _unique_key_loader() -> type:
+    """A SafeLoader (libyaml's when built with it: ~10x faster) that refuses a mapping
+    repeating a key (YAML would keep the last)."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class UniqueKeyLoader(base):  # type: ignore[misc,valid-type]
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen: set[object] = set()
+                for key_node, _ in node.value:
+                    key = self.construct_object(key_node, deep=deep)
+                    if isinstance(key, list | dict):
+                        continue  # unhashable: the base class reports it
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r}", key_node.start_mark
+                        )
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+def _regexes(
+    value: object, where: str, field_name: str, trusted: bool = False
+) -> tuple[Regex, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise RulePackError(
+            f"{where}: field {field_name}: must be a non-empty list of regex strings"
+        )
+    compiled = []
+    for text in value:
+        try:
+            compiled.append(Regex(text, lazy=trusted))
+        except RegexError as exc:
+            raise RulePackError(f"{where}: field {field_name}: {_why_not(text, exc)}") from None
+    return tuple(compiled)
+
+
+def _why_not(text: str, exc: RegexError) -> str:
+    """Python's message says best what is wrong with a pattern's syntax; RE2's says the rest."""
+    try:
+        re.compile(text)
+    except (re.error, RecursionError, OverflowError) as syntax:
+        return f"bad regex {text!r}: {syntax}"
+    return f"{text!r}: {exc}"
+
+
+def _phase(raw: object, file: str, index: int, trusted: bool = False) -> Phase:
+    where = f"{file}: phase #{index + 1}"
+    if not isinstance(raw, dict):
+        raise RulePackError(f"{where}: must be a mapping")
+    unknown = set(raw) - _PHASE_KEYS
+    if unknown:
+        raise RulePackError(f"{where}: unknown field(s) {sorted(unknown)}")
+    name = raw.get("phase")
+    if name not in PHASES:
+        raise RulePackError(f"{where}: field phase: {name!r} is not one of {sorted(PHASES)}")
+    return Phase(name, _regexes(raw.get("patterns"), where, "patterns", trusted), file)
+
+
+def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = False) -> Rule:
+    if not isinstance(raw, dict):
+        raise RulePackError(f"{file}: rule #{index + 1}: must be a mapping")
+    rule_id = raw.get("id")
+    where = (
+        f"{file}: rule {rule_id!r}" if isinstance(rule_id, str) else f"{file}: rule #{index + 1}"
+    )
+    unknown = set(raw) - _RULE_KEYS
+    if unknown:
+        raise RulePackError(f"{where}: unknown field(s) {sorted(unknown)}")
+    for key in _REQUIRED:
+        if key not in raw:
+            raise RulePackError(f"{where}: field {key}: missing")
+    if not isinstance(rule_id, str) or not _ID.match(rule_id):
+        raise RulePackError(f"{where}: field id: must be kebab-case (a-z, 0-9, '-')")
+    try:
+        category = Category(raw["category"])
+    except ValueError:
+        known = [str(c) for c in Category]
+        raise RulePackError(
+            f"{where}: field category: {raw['category']!r} is not one of {known}"
+        ) from None
+    permanent = raw["permanent"]
+    if not isinstance(permanent, bool):
+        raise RulePackError(f"{where}: field permanent: must be true or false")
+    if permanent != category.permanent:
+        raise RulePackError(
+            f"{where}: field permanent: category {category} is "
+            f"{'permanent' if category.permanent else 'transient'}, so permanent must be "
+            f"{str(category.permanent).lower()}"
+        )
+    patterns = _regexes(raw["patterns"], where, "patterns", trusted)
+    when = raw.get("when") or {}
+    if not isinstance(when, dict) or set(when) - _WHEN_KEYS:
+        raise RulePackError(f"{where}: field when: allowed keys are {sorted(_WHEN_KEYS)}")
+    through = (
+        _regexes(when["traceback_through"], where, "when.traceback_through", trusted)
+        if "traceback_through" in when
+        else ()
+    )
+    after = _regexes(when["after"], where, "when.after", trusted) if "after" in when else ()
+    before_ready = when.get("before_ready", False)
+    if not isinstance(before_ready, bool):
+        raise RulePackError(f"{where}: field when.before_ready: must be true or false")
+    defaults = raw.get("defaults") or {}
+    if not isinstance(defaults, dict) or not all(isinstance(v, str) for v in defaults.values()):
+        raise RulePackError(f"{where}: field defaults: must map capture names to strings")
+    generic = raw.get("generic", False)
+    if not isinstance(generic, bool):
+        raise RulePackError(f"{where}: field generic: must be true or false")
+    if not trusted:  # templates read the captures, which would compile every pattern
+        for key in ("cause", "fix"):
+            _check_template(raw[key], patterns, defaults, where, key)
+    names: set[str] = set()
+    if raw.get("transient_if") is not None:
+        names = {name for rx in patterns for name in rx.groupindex} | set(defaults)
+    try:
+        transient_if = parse_transient_if(raw.get("transient_if"), names)
+    except ValueError as exc:
+        raise RulePackError(f"{where}: field transient_if: {exc}") from None
+    if transient_if is not None and not trusted:
+        for key in ("cause", "fix"):
+            text = getattr(transient_if, key)
+            _check_template(text, patterns, defaults, where, f"transient_if.{key}")
+    return Rule(
+        id=rule_id,
+        category=category,
+        permanent=permanent,
+        patterns=patterns,
+        cause=raw["cause"].strip(),
+        fix=raw["fix"].strip(),
+        priority=priority,
+        source=file,
+        traceback_through=through,
+        after=after,
+        before_ready=before_ready,
+        defaults=dict(defaults),
+        generic=generic,
+        transient_if=transient_if,
+    )
+
+
+def template_fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+
+
+def _check_template(template: object, patterns, defaults, where: str, key: str) -> None:
+    if not isinstance(template, str) or not template.strip():
+        raise RulePackError(f"{where}: field {key}: must be a non-empty string")
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise RulePackError(f"{where}: field {key}: bad template: {exc}") from exc
+    names = set()
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if not name.isidentifier():
+            raise RulePackError(f"{where}: field {key}: '{{{name}}}' is not a capture name")
+        if spec or conversion:
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + f":{spec}" * bool(spec)
+            raise RulePackError(
+                f"{where}: field {key}: '{shown}}}': format specs and conversions are not "
+                f"allowed (captures are text); write '{{{name}}}'"
+            )
+        names.add(name)
+    for name in names:
+        missing = [i + 1 for i, rx in enumerate(patterns) if name not in rx.groupindex]
+        if missing and name not in defaults:
+            raise RulePackError(
+                f"{where}: field {key}: '{{{name}}}' has no named capture in pattern(s) "
+                f"{missing} and no default"
+            )

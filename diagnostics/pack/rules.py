@@ -1,0 +1,179 @@
+"""Load and validate the rule pack (``rules/*.yaml``).
+
+A pack is a folder of YAML files read in file-name order; file order, then order
+inside a file, is priority: when several rules match a log, the earliest rule wins.
+Each file may hold ``rules:`` (failure rules) and ``phases:`` (progress markers).
+Everything is checked on load; a broken pack raises one :class:`RulePackError`
+naming the file, the rule and the field. Every pattern must compile in RE2 (which
+runs every match and capture in linear time) and in Hyperscan (the multi-pattern
+prefilter); see :mod:`diagnostics.pack.matching`. Message templates may only name the
+rule's captures (``{name}``: no format spec or conversion, captures are text), and a
+mapping that repeats a key (``patterns:`` twice) is an error, not a silent override.
+
+A pack that passed validation is stored in the disk cache of :mod:`diagnostics.pack.dbcache`
+(the parsed YAML, as ``marshal`` data), keyed by a hash of the pack files' names and
+bytes, the source of the modules that judge a pack (this one, pack, packcheck,
+evidence, model, matching) and the RE2 and Hyperscan builds. A later load of the same
+pack reads it back: no YAML parse, no checks again, and RE2 compiles each pattern on
+its first use.
+A pack not found there is read and validated in full, as always.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import marshal
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import hyperscan
+import re2
+
+from diagnostics.pack import dbcache
+from diagnostics.pack.matching import prefilter_form
+from diagnostics.pack.pack import (
+    PHASES,
+    TRACEBACK_BODY,
+    TRACEBACK_START,
+    Pattern,
+    Phase,
+    Rule,
+    RulePack,
+    RulePackError,
+)
+from diagnostics.pack.packcheck import _build, _parse, template_fields
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+# The pack's values and its validation live in diagnostics.pack.pack and
+# diagnostics.pack.packcheck; they stay importable from here.
+__all__ = [
+    "PHASES",
+    "TRACEBACK_BODY",
+    "TRACEBACK_START",
+    "Pattern",
+    "Phase",
+    "Rule",
+    "RulePack",
+    "RulePackError",
+    "default_rules_dir",
+    "load_pack",
+    "template_fields",
+]
+
+
+def default_rules_dir() -> Traversable:
+    """The pack shipped with the project, read as package data (``diagnostics.rulepack``).
+
+    A Traversable, not a path: installed from a wheel, an sdist or in editable mode the
+    package may be a namespace package (a ``MultiplexedPath``), whose ``str()`` is no
+    file name. A checkout that is not installed at all reads ``rules/`` beside the code.
+    """
+    try:
+        spec = importlib.util.find_spec("diagnostics.rulepack")
+    except ModuleNotFoundError:
+        spec = None
+    if spec is None:
+        return Path(__file__).resolve().parents[2] / "rules"
+    # One plain folder (the usual case): a Path, without importing importlib.resources
+    # (~5 ms of a small log's run).
+    folders = list(spec.submodule_search_locations or ())
+    if len(folders) == 1 and os.path.isdir(folders[0]):
+        return Path(folders[0])
+    from importlib import resources
+
+    return resources.files("diagnostics.rulepack")
+
+
+def load_pack(path: Path | str | None = None) -> RulePack:
+    """Read every ``*.yaml`` in ``path`` (a folder) or the one file ``path`` names."""
+    root = Path(path) if path is not None else default_rules_dir()
+    if root.is_dir():
+        yamls = [f for f in root.iterdir() if f.name.endswith(".yaml") and f.is_file()]
+        files = sorted(yamls, key=lambda f: f.name)
+    elif root.is_file():
+        files = [root]
+    else:
+        raise RulePackError(f"{root}: no such rule file or folder")
+    if not files:
+        raise RulePackError(f"{root}: no *.yaml rule files")
+    sources = [(f.name, _read(f)) for f in files]
+    folder = dbcache.cache_dir()
+    name = _pack_key(sources) if folder is not None else None
+    if folder is not None and name is not None:
+        docs = _cached_docs(folder / f"{name}.pack")
+        if docs is not None:
+            return _build(docs, root, trusted=True)
+    docs = [(file_name, _parse(file_name, data)) for file_name, data in sources]
+    pack = _build(docs, root, trusted=False)
+    if folder is not None and name is not None:
+        try:
+            payload = marshal.dumps([_PACK_FORMAT, docs])
+        except ValueError:  # a YAML value marshal cannot hold (a date in a note): not cached
+            return pack
+        dbcache.write_entry(folder, f"{name}.pack", payload)
+    return pack
+
+
+def _read(file: Traversable) -> bytes:
+    try:
+        return file.read_bytes()
+    except OSError as exc:
+        raise RulePackError(f"{file.name}: cannot read: {exc}") from exc
+
+
+_PACK_FORMAT = 1  # bump when what is stored changes meaning
+# The modules whose code decides whether a pack is valid and what it means.
+_JUDGES = (
+    "pack/rules.py",
+    "pack/pack.py",
+    "pack/packcheck.py",
+    "pack/evidence.py",
+    "model.py",
+    "pack/matching.py",
+)
+
+
+def _pack_key(sources: list[tuple[str, bytes]]) -> str | None:
+    """A hash of the pack and of everything its validation depends on; None if unknown."""
+    digest = hashlib.sha256(b"rulepack%d\0" % _PACK_FORMAT)
+    here = Path(__file__).resolve().parents[1]  # diagnostics/
+    try:
+        judges = [(name, (here / name).read_bytes()) for name in _JUDGES]
+        re2_file = os.stat(re2.__file__ or "")
+    except (OSError, TypeError):
+        return None
+    extra = (
+        str(getattr(hyperscan, "__version__", "")),
+        str(getattr(re2, "__version__", "")),
+        f"{re2.__file__}:{re2_file.st_size}:{re2_file.st_mtime_ns}",
+    )
+    for part in extra:
+        digest.update(part.encode() + b"\0")
+    for file_name, data in (*judges, *sources):
+        digest.update(b"%d:%s:%d:" % (len(file_name), file_name.encode(), len(data)) + data)
+    return digest.hexdigest()
+
+
+def _cached_docs(path: Path) -> list[tuple[str, object]] | None:
+    payload = dbcache.read_entry(path)
+    if payload is None:
+        return None
+    try:
+        stored = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if not (isinstance(stored, list) and len(stored) == 2 and stored[0] == _PACK_FORMAT):
+        return None
+    docs = stored[1]
+    if not isinstance(docs, list) or not all(
+        isinstance(d, tuple) and len(d) == 2 and isinstance(d[0], str) for d in docs
+    ):
+        return None
+    return docs
+
+
+_unanchored = prefilter_form  # the prefilter form (bench/ reads it under this name)

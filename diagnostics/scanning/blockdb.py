@@ -1,0 +1,150 @@
+"""The Hyperscan databases the block scan of :mod:`diagnostics.scanning.fastpath` uses for a
+pack, built once and kept in the disk cache (:mod:`diagnostics.pack.dbcache`), and which
+patterns can still change a verdict."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import hyperscan
+
+from diagnostics.classify.normalize import WRAP_WIDTHS
+from diagnostics.pack import dbcache
+from diagnostics.pack.matching import prefilter_form
+from diagnostics.pack.rules import RulePack
+from diagnostics.scanning import prefilter
+from diagnostics.scanning.prefilter import prefilter_head
+
+
+@dataclass(frozen=True)
+class Scanner:
+    """The Hyperscan databases the block scan uses for one pack."""
+
+    pack: RulePack
+    heads: hyperscan.Database  # every pattern's head (ids = pack.patterns indexes)
+    shapes: hyperscan.Database  # lines of a terminal's width
+    ready: hyperscan.Database | None  # the ready markers (None: the pack has none)
+    ready_indexes: tuple[int, ...]  # pack.patterns indexes of the ready markers
+
+
+# The cache key of a database built from heads names the patterns and the code that
+# derives them (this module and prefilter_head's): computing every head costs more
+# than reading the database.
+_CODE = (
+    hashlib.sha256(Path(__file__).read_bytes() + Path(prefilter.__file__).read_bytes())
+    .hexdigest()
+    .encode()
+)
+
+
+def _shape_expressions() -> list[bytes]:
+    # A line of exactly one of the terminal widths (trailing CRs not counted).
+    return [b"^[^\\n]{%d}[^\\n\\r]\\r*$" % (width - 1) for width in sorted(WRAP_WIDTHS)]
+
+
+def _database(
+    sources: list[bytes], flag: int, expressions: Callable[[], list[bytes]] | None = None
+) -> hyperscan.Database:
+    """A block-mode database, from the disk cache when it was compiled before.
+    ``sources`` identify it (the expressions themselves unless ``expressions`` builds
+    them from the sources)."""
+    mode = hyperscan.HS_MODE_BLOCK
+    parts = sources if expressions is None else [_CODE, *sources]
+    key = dbcache.key(parts, range(len(parts)), [flag] * len(parts), mode)
+
+    def build() -> hyperscan.Database:
+        compiled = sources if expressions is None else expressions()
+        db = hyperscan.Database(mode=mode)
+        ids = list(range(len(compiled)))
+        db.compile(expressions=compiled, ids=ids, elements=len(ids), flags=[flag] * len(ids))
+        return db
+
+    return dbcache.load_or_compile(key, mode, build)
+
+
+def _sources(pack: RulePack, indexes: Iterable[int]) -> list[bytes]:
+    return [pack.patterns[i].regex.pattern.encode() for i in indexes]
+
+
+@lru_cache(maxsize=4)
+def _heads(pack: RulePack) -> tuple[bytes, ...]:
+    return tuple(prefilter_head(prefilter_form(p.regex.pattern)).encode() for p in pack.patterns)
+
+
+@lru_cache(maxsize=4)
+def scanner(pack: RulePack) -> Scanner:
+    allow = hyperscan.HS_FLAG_ALLOWEMPTY
+    everything = range(len(pack.patterns))
+    ready_indexes = tuple(
+        i
+        for i, p in enumerate(pack.patterns)
+        if p.kind == "phase" and pack.phases[p.owner].phase == "ready"
+    )
+    ready = [prefilter_form(pack.patterns[i].regex.pattern).encode() for i in ready_indexes]
+    return Scanner(
+        pack,
+        _database(_sources(pack, everything), allow, lambda: list(_heads(pack))),
+        _database(_shape_expressions(), hyperscan.HS_FLAG_MULTILINE),
+        _database(ready, allow) if ready else None,
+        ready_indexes,
+    )
+
+
+# What can still change a verdict: None while no failure matched (everything can),
+# else the best rule's priority and whether vLLM is in the ready phase.
+Standing = tuple[int, bool] | None
+
+
+@lru_cache(maxsize=64)
+def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[int]:
+    """The pattern indexes that can still change a verdict whose best rule has
+    priority ``best``: a ready marker (it clears the verdict), a better rule, the
+    traceback header and frames a better rule needs, the stopping marker when a better
+    rule is generic (the marker makes the classifier ignore generic rules), and, in
+    the ready phase (``ready``), the markers that end it when a better rule counts only
+    before ready."""
+    better = [rule for rule in pack.rules if rule.priority < best]
+    traceback_rules = any(rule.traceback_through for rule in better)
+    generic = any(rule.generic for rule in better)
+    leaves_ready = ready and any(rule.before_ready for rule in better)
+    found = set()
+    for index, pattern in enumerate(pack.patterns):
+        if pattern.kind == "phase":
+            phase = pack.phases[pattern.owner].phase
+            keep = generic if phase == "stopping" else phase == "ready" or leaves_ready
+        elif pattern.kind == "traceback":
+            keep = traceback_rules
+        else:  # rule, frame, after, traceback_body: owned by a rule (or past them all)
+            keep = pattern.owner < best
+        if keep:
+            found.add(index)
+    return frozenset(found)
+
+
+def _any_match(data: bytes, database: hyperscan.Database, hint: int | None) -> bool | None:
+    """Whether an entry other than ``hint`` matches ``data``; None when only ``hint``
+    (a lost colour code: the data must be cleaned first) does."""
+    seen_hint = False
+
+    def on_match(pattern_id, _from, _to, _flags, _context) -> bool:
+        nonlocal seen_hint
+        if pattern_id != hint:
+            return True  # stop: found
+        seen_hint = True
+        return False
+
+    try:
+        database.scan(data, match_event_handler=on_match)
+    except hyperscan.ScanTerminated:
+        return True
+    return None if seen_hint else False
+
+
+def _ids_in(data: bytes, database: hyperscan.Database) -> set[int]:
+    found: set[int] = set()
+    database.scan(data, match_event_handler=lambda i, _f, _t, _fl, _c: found.add(i))
+    return found

@@ -1,0 +1,175 @@
+"""The block scanner behind ``diagnose``: classify a large log at close to grep speed.
+
+None of these shortcuts changes a verdict; each feeds the classifier fewer lines.
+
+1. **Start at the last ready marker.** A ready marker clears everything the
+   classifier learned before it, so only the lines from the last one on can decide
+   the verdict. :func:`restart_point` reads a file backwards with a tiny Hyperscan
+   database (the ``ready`` patterns) and confirms a candidate line exactly as the
+   classifier would; a failure after hours of logs costs one block. It backs up
+   over lines cut at a terminal's width just before the marker (the classifier
+   joins such a line with the next). The phase-marker captures the verdict shows
+   (the vLLM version) and that only earlier lines hold are looked up backwards from
+   there (:func:`context_before`). A stream that cannot seek is read from the start.
+2. **Skip what cannot change the verdict.** Before a block is scanned line by line,
+   one single-match scan of the block, its lines joined (so a match across a
+   terminal's cut is seen too), says whether any pattern that could still change
+   the verdict occurs in it: every pattern while no failure matched, else a ready
+   marker, a better rule and what it depends on (:func:`relevant_ids`). A crash
+   loop (the same failure over and over) and hours of request logs are skipped so.
+   Inside a block that is read, hit lines that cannot matter are passed over, and
+   the line after a hit is read only while the classifier wants it (evidence being
+   collected, a cut line waiting for its rest). Lines skipped are counted only when
+   a later line is fed.
+3. **Few match events.** Hyperscan reports every end offset of a match, so a pattern
+   ending in ``.*`` reports once per character after its prefix (millions of Python
+   callbacks on a big log). The block database holds each pattern without its
+   trailing any-length or optional part (:func:`prefilter_head`): a line the pattern
+   matches holds a match of the head, and the head reports a few events per line.
+
+Colour codes and carriage returns are cleaned only where an ESC, a CR or a colour
+code that lost its ESC occurs. Compiled databases come from a disk cache
+(:mod:`diagnostics.pack.dbcache`). Memory stays bounded (a block or two); time linear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from diagnostics.classify.classifier import Classifier
+from diagnostics.model import State
+from diagnostics.scanning.blockdb import Scanner, Standing, relevant_ids, scanner
+from diagnostics.scanning.blocktext import _always_passed, _cleaned, _joined, _line_starts
+from diagnostics.scanning.phasecontext import context_before, needed_context
+from diagnostics.scanning.prefilter import prefilter_head
+from diagnostics.scanning.readyseek import Plan, Restart, count_lines, plan, restart_point
+from diagnostics.scanning.skipping import _nothing_relevant
+from diagnostics.scanning.streams import Piece
+
+# The passes and helpers live in their own modules; they stay importable from here.
+__all__ = [
+    "Plan",
+    "Restart",
+    "Scanner",
+    "_cleaned",
+    "_joined",
+    "classify_blocks",
+    "context_before",
+    "count_lines",
+    "needed_context",
+    "plan",
+    "prefilter_head",
+    "relevant_ids",
+    "restart_point",
+    "scanner",
+]
+
+
+# -- pass 2: feed the classifier -------------------------------------------------------
+
+
+def classify_blocks(
+    blocks: Iterable[bytes],
+    classifier: Classifier,
+    first_line: int = 0,
+    recount: Callable[[int, int], int] | None = None,
+    stop: int | None = None,
+) -> Classifier:
+    """Feed ``classifier`` the lines of ``blocks`` that can change its verdict
+    (numbered from ``first_line`` + 1), as feeding it every line would.
+
+    ``recount(start, end)``: the line ends between two offsets of the input (from
+    where ``blocks`` start); given, the lines of skipped blocks are counted only when
+    a later line is fed, so a log that ends without another relevant line is never
+    counted. ``stop``: an offset from which no line can change the verdict (see
+    plan); reading ends there once the classifier wants no more lines."""
+    scan = scanner(classifier.pack)
+    pack = classifier.pack
+    lineno = first_line  # lines before ``pos`` (all earlier blocks included)
+    follow = False  # the classifier wants the next line (it may be in the next block)
+    offset = 0  # where this block starts in the input
+    uncounted = -1  # where skipped blocks whose lines are not yet counted start
+    for block in blocks:
+        size = len(block)
+        piece = isinstance(block, Piece)
+        start, offset = offset, offset + size - piece
+        if stop is not None and start >= stop and not follow:
+            break
+        if not follow and _nothing_relevant(block, scan, _standing(classifier)):
+            if recount is None:
+                lineno += block.count(b"\n") - piece
+            elif uncounted < 0:
+                uncounted = start
+            continue
+        if uncounted >= 0 and recount is not None:
+            lineno += recount(uncounted, start)
+            uncounted = -1
+        hits = _hits(block, scan)
+        pos = 0
+        line_start = 0
+        index = 0
+        while True:
+            if not follow:
+                # The next hit line that can change the verdict.
+                while index < len(hits):
+                    ids = hits[index][1]
+                    standing = _standing(classifier)
+                    if (
+                        standing is None
+                        or ids is None
+                        or not ids.isdisjoint(relevant_ids(pack, *standing))
+                    ):
+                        break
+                    index += 1
+                if index == len(hits):
+                    break
+                line_start = hits[index][0]
+            if line_start >= size:
+                break
+            if index < len(hits) and hits[index][0] == line_start:
+                index += 1
+            end = block.find(b"\n", line_start)
+            end = size if end < 0 else end
+            lineno += block.count(b"\n", pos, line_start)
+            pos = line_start
+            classifier.feed(block[line_start:end].decode("utf-8", "replace"), lineno + 1)
+            follow = classifier.wants_next_line
+            line_start = end + 1
+        lineno += block.count(b"\n", pos) - piece
+    return classifier
+
+
+def _standing(classifier: Classifier) -> Standing:
+    rule = classifier.best_rule
+    return None if rule is None else (rule.priority, classifier.phase is State.READY)
+
+
+def _hits(block: bytes, scan: Scanner) -> list[tuple[int, frozenset[int] | None]]:
+    """(line start, pattern ids) of every line a pattern may match, in order; ids is
+    None for lines that must be read whatever the verdict so far (colour codes, a
+    lone CR, a terminal-width line the classifier may join with the next)."""
+    by_line: dict[int, set[int] | None] = {}
+    current: set[int] | None = None
+    line_start, line_end = 0, -1
+
+    def on_match(pattern_id, _from, to, _flags, _context) -> None:
+        nonlocal current, line_start, line_end
+        at = to - 1 if to else 0
+        if not line_start <= at <= line_end:
+            line_start = block.rfind(b"\n", 0, at) + 1
+            line_end = block.find(b"\n", at)
+            if line_end < 0:
+                line_end = len(block)
+            current = by_line.setdefault(line_start, set())
+        if current is not None:
+            current.add(pattern_id)
+
+    scan.heads.scan(block, match_event_handler=on_match)
+    for start in _line_starts(block, scan.shapes):
+        by_line[start] = None
+    if b"\x1b" in block or b"\r" in block:
+        for start in _always_passed(block):
+            by_line[start] = None
+    return [
+        (start, None if ids is None else frozenset(ids)) for start, ids in sorted(by_line.items())
+    ]

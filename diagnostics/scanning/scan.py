@@ -1,0 +1,125 @@
+"""Classify a whole log read from a binary stream, fast and in bounded memory.
+
+The stream is read in blocks; Hyperscan scans each block for every pattern of the
+pack at once, and only the lines that can change the verdict go through
+normalisation and the classifier (:mod:`diagnostics.scanning.fastpath`): lines a pattern may
+match, lines with colour codes or a lone carriage return, lines cut at a terminal's
+width, and the lines after one of those while the classifier wants them. A file is
+read from its last ready marker on, found by reading it backwards (a pipe is copied to
+a temporary file first); a block in which nothing can change the verdict any more is
+skipped unread. The result is the same as feeding every line to the classifier.
+
+Memory is bounded and time linear whatever the input: a line longer than
+``streams.MAX_LINE`` is read as pieces (as the worker reads vLLM's pipe), UTF-16/32
+logs are decoded, CR-only logs use CR as line end (see :mod:`diagnostics.scanning.streams`).
+
+RunPod's console exports list the newest line first; such a log is detected from
+its first lines and read back to front, through a temporary file, whatever its size.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from typing import BinaryIO
+
+from diagnostics.classify.classifier import Classifier
+from diagnostics.model import Diagnosis
+from diagnostics.pack.rules import RulePack
+from diagnostics.scanning import fastpath
+from diagnostics.scanning.streams import blocks, decoded, reversed_lines
+
+BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
+_DETECT_SIZE = 8 * 1024 * 1024  # how much of a console export the order check reads
+_RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
+_REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
+
+
+class InputError(Exception):
+    """Raised when an input cannot be classified (empty or binary)."""
+
+
+def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK_SIZE) -> Diagnosis:
+    raw = stream.read(block_size)
+    first, reader = decoded(raw, stream, block_size)
+    if not first:
+        raise InputError("empty input")
+    if b"\x00" in first[:65536]:
+        raise InputError("binary input (NUL bytes), not a text log")
+    classifier = Classifier(pack)
+    if _console_head(first) and len(first) < _DETECT_SIZE:
+        # The order is judged on the first _DETECT_SIZE bytes, whatever the block size.
+        first += reader.read(_DETECT_SIZE - len(first))
+    if _looks_reversed(first):
+        for lineno, line in reversed_lines(first, reader, block_size):
+            # Evidence line numbers refer to the file as given.
+            classifier.feed(line.decode("utf-8", "replace"), lineno)
+        return classifier.diagnosis()
+    if reader is not stream:  # decoded (UTF-16/32, CR line ends): read as it comes
+        fastpath.classify_blocks(blocks(first, reader, block_size), classifier)
+    elif _seekable(stream):
+        _classify_file(stream, stream.tell() - len(first), classifier, block_size)
+    else:
+        # A pipe cannot be read backwards: copied to a temporary file first (as a console
+        # export is), in blocks.
+        import shutil  # only for a pipe: the imports cost more than a small log
+        import tempfile
+
+        bom = raw[: len(raw) - len(raw.removeprefix(codecs.BOM_UTF8))]
+        with tempfile.TemporaryFile() as spool:
+            spool.write(bom + first)
+            shutil.copyfileobj(stream, spool, block_size)
+            _classify_file(spool, len(bom), classifier, block_size)
+    return classifier.diagnosis()
+
+
+def _seekable(stream: BinaryIO) -> bool:
+    try:
+        return stream.seekable()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _classify_file(stream: BinaryIO, start: int, classifier: Classifier, block_size: int) -> None:
+    """A file (not a pipe): classify from the last ready marker on, which gives the
+    verdict of the whole file (:mod:`diagnostics.scanning.fastpath`)."""
+    pack = classifier.pack
+    plan = fastpath.plan(stream, start, pack, block_size)
+    restart = plan.restart
+    offset, lines = (restart.offset, restart.lines) if restart is not None else (start, 0)
+
+    def recount(begin: int, end: int) -> int:
+        here = stream.tell()
+        try:
+            return fastpath.count_lines(stream, offset + begin, offset + end)
+        finally:
+            stream.seek(here)
+
+    stream.seek(offset)
+    data = blocks(stream.read(block_size), stream, block_size)
+    fastpath.classify_blocks(data, classifier, lines, recount, max(plan.quiet_from - offset, 0))
+    names = fastpath.needed_context(classifier)
+    if names:  # the version...: its last value, wherever it is (lines were skipped)
+        end = stream.seek(0, 2)
+        classifier.recall(fastpath.context_before(stream, start, end, pack, names))
+
+
+def _console_head(block: bytes) -> bool:
+    """Whether the first lines look like a RunPod console export (either order)."""
+    head = block[:65536].splitlines()[:50]
+    if not head or not _RUNPOD_CONSOLE.match(head[0]):
+        return False
+    console = sum(1 for line in head if _RUNPOD_CONSOLE.match(line))
+    return console * 2 >= len(head)
+
+
+def _looks_reversed(block: bytes) -> bool:
+    if not _console_head(block):
+        return False
+    head = block[:65536].splitlines()[:50]
+    # Newest first: the final "worker exited" line or a traceback's last line on top.
+    first_tb = block.find(b"Traceback (most recent call last)")
+    first_exc = re.search(rb"\]\s*\w+(?:Error|Exception): ", block)
+    return any(h in head[0] for h in _REVERSED_HINTS) or (
+        first_exc is not None and (first_tb == -1 or first_exc.start() < first_tb)
+    )

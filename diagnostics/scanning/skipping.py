@@ -1,0 +1,63 @@
+"""Skipping blocks that cannot change a verdict (shortcut 2 of
+:mod:`diagnostics.scanning.fastpath`): one single-match scan of a block, its lines joined,
+says whether any pattern that could still change the verdict occurs in it."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import hyperscan
+
+from diagnostics.pack.rules import RulePack
+from diagnostics.scanning.blockdb import (
+    Scanner,
+    Standing,
+    _any_match,
+    _database,
+    _heads,
+    _sources,
+    relevant_ids,
+)
+from diagnostics.scanning.blocktext import _LOST_ESC_HINT, _cleaned, _joined
+
+_HINT_IN_DATABASE = 64  # up to this many patterns, the lost-ESC search joins their scan
+
+
+@lru_cache(maxsize=64)
+def _presence(pack: RulePack, standing: Standing) -> tuple[hyperscan.Database, int | None] | None:
+    """A single-match database of the heads of the patterns that can change a verdict
+    standing so (None: every pattern), and the id of an extra
+    entry that finds colour codes which lost their ESC (None when there is none: in a
+    large database that entry slows every scan more than a search of its own costs);
+    None when nothing can change the verdict."""
+    ids = range(len(pack.patterns)) if standing is None else sorted(relevant_ids(pack, *standing))
+    if not ids:
+        return None
+    flag = hyperscan.HS_FLAG_ALLOWEMPTY | hyperscan.HS_FLAG_SINGLEMATCH
+    sources = _sources(pack, ids)
+    if len(ids) > _HINT_IN_DATABASE:
+        return _database(sources, flag, lambda: [_heads(pack)[i] for i in ids]), None
+    sources.append(_LOST_ESC_HINT.pattern)
+    database = _database(
+        sources, flag, lambda: [*(_heads(pack)[i] for i in ids), _LOST_ESC_HINT.pattern]
+    )
+    return database, len(sources) - 1
+
+
+def _nothing_relevant(block: bytes, scan: Scanner, standing: Standing) -> bool:
+    """Whether no line of ``block`` can change a verdict standing so (None: no failure
+    yet, every pattern counts); then the block is skipped
+    unread. One scan of the block with its line ends removed says whether any such
+    pattern occurs in it, on a line or across lines (as the classifier joins lines
+    cut at a terminal's width); colour codes and carriage returns are cleaned first,
+    as the classifier cleans each line."""
+    presence = _presence(scan.pack, standing)
+    if presence is None:
+        return True
+    database, hint = presence
+    if hint is not None and b"\x1b" not in block:
+        found = _any_match(_joined(block), database, hint)
+        if found is not None:
+            return not found
+    # Colour codes (also some that lost their ESC): cleaned as the classifier does.
+    return not _any_match(_joined(_cleaned(block)), database, None)

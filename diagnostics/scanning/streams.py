@@ -1,0 +1,202 @@
+"""Byte-stream adapters for reading logs: encodings, line endings, long lines, backwards.
+
+Everything here works in bounded memory whatever the input: no line is held longer
+than :data:`MAX_LINE` bytes (a longer one is read as pieces, cut where no secret
+splits), and reading a file backwards keeps one block and one line at a time.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterator
+from typing import BinaryIO, Protocol
+
+from diagnostics.redaction.redact import safe_cut_bytes
+
+# A longer "line" is read as pieces of at most this size (the worker's pipe reader too).
+MAX_LINE = 1 << 20
+# How far back from MAX_LINE a piece may end to avoid splitting a word (or a secret).
+LINE_BACKOFF = 64 * 1024
+
+_MAC_PROBE = 64 * 1024  # a log with CRs but no LF in this much uses CR as its line end
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+class Reader(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+class Piece(bytes):
+    """A block that ends inside a line longer than MAX_LINE: its final b"\\n" was added."""
+
+
+def piece_end(line: bytes) -> int:
+    """Where to end the first piece of an unfinished ``line`` longer than MAX_LINE."""
+    return safe_cut_bytes(line, MAX_LINE, LINE_BACKOFF)
+
+
+class _Recoded:
+    """A UTF-16/32 stream (with its BOM) read as UTF-8."""
+
+    def __init__(self, head: bytes, stream: BinaryIO, encoding: str):
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder(encoding)("replace")
+        self._pending = self._decoder.decode(head).encode("utf-8", "surrogateescape")
+
+    def read(self, size: int = -1, /) -> bytes:
+        while size < 0 or len(self._pending) < size:
+            raw = self._stream.read(size if size > 0 else 1 << 20)
+            text = self._decoder.decode(raw, final=not raw)
+            self._pending += text.encode("utf-8", "surrogateescape")
+            if not raw:
+                break
+        if size < 0:
+            size = len(self._pending)
+        out, self._pending = self._pending[:size], self._pending[size:]
+        return out
+
+
+class _CarriageReturns:
+    """A log whose lines end in a lone CR (classic Mac) read with LF line ends."""
+
+    def __init__(self, stream: Reader):
+        self._stream = stream
+
+    def read(self, size: int = -1, /) -> bytes:
+        return self._stream.read(size).replace(b"\r", b"\n")
+
+
+def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Reader]:
+    """The first block and the rest of a log as UTF-8 with LF line ends.
+
+    A UTF-16 or UTF-32 log (with its BOM) is decoded; a UTF-8 BOM is dropped; a log
+    with CRs but no LF in its first 64 KiB uses CR as its line end.
+    """
+    reader: Reader = stream
+    for bom, encoding in _BOMS:
+        if first.startswith(bom):
+            reader = _Recoded(first, stream, encoding)
+            first = reader.read(block_size)
+            break
+    else:
+        if first.startswith(codecs.BOM_UTF8):
+            first = first[len(codecs.BOM_UTF8) :]
+    while b"\r" in first and b"\n" not in first and len(first) < _MAC_PROBE:
+        more = reader.read(_MAC_PROBE - len(first))  # judge on more than one short line
+        if not more:
+            break
+        first += more
+    if b"\n" not in first and b"\r" in first:
+        reader = _CarriageReturns(reader)
+        first = first.replace(b"\r", b"\n")
+    return first, reader
+
+
+def cut_pieces(line: bytes) -> tuple[list[bytes], bytes]:
+    """Cut pieces off the head of ``line`` (no b"\\n" in it) while it is longer than
+    MAX_LINE: (the pieces, what is left). Where a piece ends depends only on the bytes
+    before it, so a line cut while it arrives is cut as it would be whole."""
+    pieces: list[bytes] = []
+    start = 0
+    while len(line) - start > MAX_LINE:
+        end = start + piece_end(line[start : start + MAX_LINE + 1])
+        pieces.append(line[start:end])
+        start = end
+    return pieces, line[start:]
+
+
+def blocks(first: bytes, stream: Reader, block_size: int) -> Iterator[bytes]:
+    """Blocks that end on a line boundary (the last may not); a line longer than
+    MAX_LINE comes as :class:`Piece` blocks, so no more than about MAX_LINE plus one
+    block is ever held."""
+    block_size = min(block_size, MAX_LINE)  # so only a block's first line can be long
+    carry = b""
+    for more in _chunks(first, stream, block_size):
+        data = carry + more
+        first_end = data.find(b"\n")
+        if first_end < 0 or first_end > MAX_LINE:
+            pieces, rest = cut_pieces(data[:first_end] if first_end >= 0 else data)
+            yield from (Piece(piece + b"\n") for piece in pieces)
+            data = rest + data[first_end:] if first_end >= 0 else rest
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            yield data[: cut + 1]
+            carry = data[cut + 1 :]
+        else:
+            carry = data
+    if carry:
+        yield carry
+
+
+def _chunks(first: bytes, stream: Reader, size: int) -> Iterator[bytes]:
+    for start in range(0, len(first), size):
+        yield first[start : start + size]
+    while chunk := stream.read(size):
+        yield chunk
+
+
+def reversed_lines(first: bytes, stream: Reader, block_size: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) from the last line to the first, in bounded memory.
+
+    The input is copied to a temporary file first (a pipe cannot be read backwards);
+    a line longer than MAX_LINE keeps only its last MAX_LINE bytes.
+    """
+    import tempfile  # only here: importing it costs more than classifying a small log
+
+    with tempfile.TemporaryFile() as spool:
+        count = 0
+        last = b"\n"
+        chunk = first
+        while chunk:
+            spool.write(chunk)
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+            chunk = stream.read(block_size)
+        lineno = count + (last != b"\n")
+        pos = spool.tell()
+        tail = b""
+        skip_final_empty = last == b"\n"
+        while pos > 0:
+            step = min(block_size, pos)
+            pos -= step
+            spool.seek(pos)
+            parts = (spool.read(step) + tail).split(b"\n")
+            tail = parts[0][-MAX_LINE:]
+            for line in reversed(parts[1:]):
+                if skip_final_empty:
+                    skip_final_empty = False
+                    continue
+                yield lineno, line
+                lineno -= 1
+        if lineno > 0 and not skip_final_empty:
+            yield lineno, tail
+
+
+class LineSplitter:
+    """Splits a byte stream that arrives in chunks (a pipe) into lines, as the file
+    reader does: each line keeps its b"\\n"; a line longer than MAX_LINE comes out in
+    pieces cut by :func:`piece_end`. Holds at most MAX_LINE plus one chunk."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines = (self._buffer + chunk).split(b"\n")
+        out: list[bytes] = []
+        for line in lines[:-1]:
+            if len(line) > MAX_LINE:
+                pieces, line = cut_pieces(line)
+                out += pieces
+            out.append(line + b"\n")
+        pieces, self._buffer = cut_pieces(lines[-1])
+        out += pieces
+        return out
+
+    def close(self) -> list[bytes]:
+        rest, self._buffer = self._buffer, b""
+        return [rest] if rest else []

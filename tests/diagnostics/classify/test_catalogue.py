@@ -1,0 +1,104 @@
+"""The catalogue of start-up failure messages mined from vLLM's (and its stack's) sources:
+an example built from every catalogued template classifies as catalogued.
+
+The catalogue (fixtures/catalogue/catalogue.jsonl) is produced by
+scripts/mine_catalogue.py from the releases' wheels; the category of each message comes
+from the data in fixtures/catalogue/assign.yaml. The example puts the message where vLLM
+prints it: as the last line of a traceback whose frame is the file that raises it (or as
+a logged error line), with every field of the template filled in.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from diagnostics import Classifier
+from diagnostics.pack.rules import load_pack
+
+CATALOGUE = Path(__file__).resolve().parents[3] / "fixtures" / "catalogue" / "catalogue.jsonl"
+PACK = load_pack()
+ENTRIES = [json.loads(line) for line in CATALOGUE.read_text(encoding="utf-8").splitlines()]
+CATEGORISED = [e for e in ENTRIES if e.get("category")]
+FIELD = "7"  # a field's example value: a number, a word and a path segment at once
+
+
+def example_lines(entry: dict) -> list[str]:
+    message = entry["template"].replace("{}", FIELD)
+    site = f"/usr/local/lib/python3.12/site-packages/{entry['file']}"
+    if entry["exception"].startswith("logger."):
+        return [f"ERROR 01-01 00:00:00 [{Path(entry['file']).name}:1] {message}"]
+    exception = entry["exception"]
+    if exception == "message":  # a message raised from a variable: the project's error type
+        exception = "huggingface_hub.errors.HfHubHTTPError"
+    return [
+        "Traceback (most recent call last):",
+        f'  File "{site}", line 1, in check',
+        "    raise error",
+        f"{exception}: {message}",
+    ]
+
+
+def test_the_catalogue_is_focused_and_covers_every_source():
+    assert 100 <= len(ENTRIES) <= 2000
+    assert {e["project"] for e in CATEGORISED} >= {"vllm", "transformers", "huggingface_hub"}
+    for entry in ENTRIES:
+        assert entry.get("category") or entry.get("generic"), entry
+
+
+@pytest.mark.parametrize(
+    "entry", CATEGORISED, ids=[f"{e['project']}:{e['template'][:60]}" for e in CATEGORISED]
+)
+def test_every_catalogued_template_classifies_as_catalogued(entry):
+    diagnosis = Classifier(PACK).feed_all(example_lines(entry)).diagnosis()
+    assert diagnosis.failed
+    if entry["permanent"] == "evidence":  # the rule judges permanence from the numbers
+        assert str(diagnosis.category) == entry["category"], diagnosis.rule
+        return
+    assert (str(diagnosis.category), diagnosis.permanent) == (
+        entry["category"],
+        entry["permanent"],
+    ), f"{entry['template']!r} -> {diagnosis.rule}"
+
+
+def _generator():
+    """scripts/gen_catalogue_rules.py, which decides which templates get a pattern."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "scripts" / "gen_catalogue_rules.py"
+    spec = importlib.util.spec_from_file_location("gen_catalogue_rules", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GENERATOR = _generator()
+
+
+def test_the_generated_catalogue_rules_are_current():
+    assert GENERATOR.OUT.read_text(encoding="utf-8") == GENERATOR.render(), (
+        "rules/85-catalogue.yaml is not current: python scripts/gen_catalogue_rules.py"
+    )
+
+
+BARE_CONFIG = [
+    e
+    for e in CATEGORISED
+    if GENERATOR.kept(e)
+    and e["exception"] != "message"
+    and not e["exception"].startswith("logger.")
+]
+
+
+@pytest.mark.parametrize("entry", BARE_CONFIG, ids=[e["template"][:60] for e in BARE_CONFIG])
+def test_a_config_error_is_bad_config_without_its_frames(entry):
+    """A short paste: the exception line alone, and pydantic's form of it."""
+    message = entry["template"].replace("{}", FIELD)
+    for line in (f"{entry['exception']}: {message}", f"  Value error, {message}"):
+        diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+        assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True), (
+            f"{line!r} -> {diagnosis.rule}"
+        )

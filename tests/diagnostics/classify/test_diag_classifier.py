@@ -1,0 +1,364 @@
+"""The incremental classifier: same verdict fed line by line as read in blocks, bounded
+memory, ready and shutdown handling, secrets redacted."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from diagnostics import Classifier, State
+from diagnostics.pack.rules import load_pack
+from diagnostics.scanning.scan import classify_stream
+from tests.diagnostics.cases import case_id, labelled
+
+PACK = load_pack()
+CASES = labelled()
+
+
+@pytest.mark.parametrize(("path", "entry"), CASES, ids=[case_id(p) for p, _ in CASES])
+def test_line_by_line_equals_block_scan(path, entry):
+    data = path.read_bytes()
+    if data.startswith(b"datgo1t12vudsh"):
+        pytest.skip("reversed RunPod console export: only the file reader re-orders it")
+    classifier = Classifier(PACK)
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for line in lines:  # a line ends at "\n" only, as in the block reader
+        classifier.feed(line.decode("utf-8", "replace"))
+    # A tiny block size also exercises lines split across blocks.
+    small = classify_stream(io.BytesIO(data), PACK, block_size=4096)
+    assert classifier.diagnosis() == small
+
+
+def test_memory_is_bounded_by_the_window():
+    classifier = Classifier(PACK, window=50)
+    for n in range(3_000):
+        classifier.feed(f"(APIServer pid=1) INFO 11-29 17:19:17 [x.py:1] line {n} " + "x" * 6_000)
+    assert len(classifier.recent) == 50
+    assert all(len(text) <= 4096 for _, text in classifier.recent)
+
+
+def test_progress_phases():
+    classifier = Classifier(PACK)
+    assert classifier.phase is State.STARTING
+    assert (
+        classifier.feed(
+            "(Worker pid=3) INFO 11-29 17:19:30 [cpu_model_runner.py:68] Starting to load model /m..."
+        )
+        is State.LOADING
+    )
+    assert classifier.feed("Loading safetensors checkpoint shards: 100% Completed | 1/1") is None
+    assert classifier.feed("INFO:     Application startup complete.") is State.READY
+    assert classifier.diagnosis().state is State.READY
+
+
+def test_an_error_before_ready_did_not_stop_the_start():
+    classifier = Classifier(PACK)
+    classifier.feed("RuntimeError: something harmless was logged")
+    assert classifier.diagnosis().failed
+    classifier.feed("INFO:     Application startup complete.")
+    assert classifier.diagnosis().state is State.READY
+
+
+def test_shutdown_wrappers_are_not_a_failure_but_a_real_error_is():
+    classifier = Classifier(PACK)
+    classifier.feed("INFO:     Application startup complete.")
+    classifier.feed(
+        "(APIServer pid=1) INFO 11-29 17:20:00 [launcher.py:1] [shutdown] API server: shutdown triggered"
+    )
+    classifier.feed("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.")
+    assert classifier.diagnosis().state is State.READY
+    classifier.feed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    assert classifier.diagnosis().rule == "cuda-oom-allocate"
+
+
+def test_exit_without_a_recognised_cause_is_transient_other():
+    classifier = Classifier(PACK)
+    classifier.feed("(Worker pid=3) INFO 11-29 17:19:30 [x.py:68] Starting to load model /m...")
+    diagnosis = classifier.diagnosis(exit_code=-11)
+    assert diagnosis.state is State.FAILED_TRANSIENT
+    assert diagnosis.rule == "no-rule-matched"
+    assert "code -11" in diagnosis.cause and "while loading" in diagnosis.cause
+
+
+def test_numbers_from_the_log_reach_the_fix():
+    line = (
+        "(EngineCore pid=7) ERROR 11-29 17:19:50 [core.py:1] ValueError: To serve at least one "
+        "request with the models's max seq len (32768), (4.00 GiB KV cache is needed, which is "
+        "larger than the available KV cache memory (2.27 GiB). Based on the available memory, "
+        "the estimated maximum model length is 18592. Try increasing `gpu_memory_utilization`"
+    )
+    diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+    assert diagnosis.category == "kv_cache"
+    assert "MAX_MODEL_LEN to 18592" in diagnosis.fix
+    assert "4.00 GiB" in diagnosis.cause and "2.27 GiB" in diagnosis.cause
+
+
+def test_captures_survive_a_terminal_wrap():
+    lines = [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.44 GiB. GPU 0 has a total capac",
+        "ity of 79.14 GiB of which 3.14 GiB is free.",
+    ]
+    diagnosis = Classifier(PACK).feed_all(lines).diagnosis()
+    assert "79.14 GiB in total" in diagnosis.cause
+    assert diagnosis.evidence.line == 1
+
+
+def test_secrets_never_reach_the_diagnosis():
+    token = "hf_" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1"
+    lines = [
+        f"(APIServer pid=1) INFO 11-29 [x.py:1] env HF_TOKEN={token} Authorization: Bearer {token}",
+        f"401 Client Error: Unauthorized for url: https://huggingface.co/org/m/resolve/main/config.json token={token}",
+    ]
+    classifier = Classifier(PACK).feed_all(lines)
+    diagnosis = classifier.diagnosis()
+    assert diagnosis.category == "gated_model"
+    rendered = str(diagnosis.to_dict()) + " ".join(classifier.tail())
+    assert token not in rendered
+    assert "HF_TOKEN" in diagnosis.fix
+
+
+def rule_after_exit(*lines: str) -> str | None:
+    """The rule of the verdict once vLLM has exited after printing ``lines``."""
+    classifier = Classifier(PACK)
+    classifier.feed_all(lines)
+    return classifier.diagnosis(exited=True).rule
+
+
+WRAPPER = (
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s):"
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        (f"{WRAPPER} {{'EngineCore': -9}}", "process-sigkilled"),
+        (
+            "Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor.",
+            "process-sigkilled",
+        ),
+        # Other signals and unknown exit codes are not the OOM killer.
+        (f"{WRAPPER} {{'EngineCore': -11}}", "engine-wrapper"),
+        (
+            "Worker proc VllmWorker-0 died unexpectedly (exit code: None), shutting down executor.",
+            "engine-wrapper",
+        ),
+        (f"{WRAPPER} {{'EngineCore': -90}}", "engine-wrapper"),
+    ],
+)
+def test_only_sigkill_is_read_as_the_oom_killer(line, rule):
+    assert rule_after_exit(f"(APIServer pid=1) ERROR 11-29 17:19:17 [utils.py:1] {line}") == rule
+
+
+def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
+    rule = rule_after_exit(
+        "(APIServer pid=1) INFO:     Waiting for application shutdown.",
+        "Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor.",
+    )
+    assert rule != "process-sigkilled"
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        # Other accelerators print the same OOM with their own name.
+        ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB", "cuda-oom-allocate"),
+        # Driver and device initialisation faults are transient GPU faults.
+        (
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+            "functions before calling NumCudaDevices() that might have already set an error? "
+            "Error 802: system not yet initialized",
+            "no-gpu-visible",
+        ),
+        ("RuntimeError: CUDA driver error: unknown error", "gpu-runtime-fault"),
+        (
+            "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with "
+            "error: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED",
+            "gpu-runtime-fault",
+        ),
+        # Plain socket errors while fetching the model are the network.
+        ("OSError: [Errno 101] Network is unreachable", "hub-unreachable"),
+        (
+            "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='cdn-lfs.hf.co', "
+            "port=443): Read timed out. (read timeout=10)",
+            "hub-unreachable",
+        ),
+        # "No supported config format" names a refused repo id, or a local path that lacks
+        # a config.json.
+        (
+            "ValueError: No supported config format found in mistralai/Mistral-7B-v0.1",
+            "hub-lookup-refused",
+        ),
+        ("ValueError: No supported config format found in /models/llama", "model-path-not-found"),
+        (
+            "OSError: Incorrect path_or_model_id: '/models/llama'. Please provide either the "
+            "path to a local folder or the repo_id of a model on the Hub.",
+            "model-path-not-found",
+        ),
+    ],
+)
+def test_message_variants(line, rule):
+    assert rule_after_exit(line) == rule
+
+
+# Elided pastes: the last lines of a traceback, without its header.
+HEADERLESS = {
+    "frames": [
+        '  File "/usr/lib/python3.10/site-packages/vllm/engine/llm_engine.py", line 120, in '
+        "__init__",
+        "    self._init_cache()",
+    ],
+    "ipython cell": ["Cell In[3], line 1", "----> 1 llm = LLM(model='x')"],
+    "ipython frame": ["File ~/venv/lib/python3.10/site-packages/vllm/entrypoints/llm.py:62, in f"],
+    "raise line": ["...", "    raise RuntimeError(", "[truncated]"],
+    "position markers": ["    self.model_runner.load_model()", "                 ^^^^^^^^^^^^^^"],
+    "prefixed frames": [
+        "(EngineCore_DP0 pid=7) ERROR 11-29 17:20:00 [core.py:708]   File "
+        '"/x/vllm/v1/engine/core.py", line 1, in f',
+    ],
+}
+
+
+@pytest.mark.parametrize("lines", HEADERLESS.values(), ids=HEADERLESS.keys())
+def test_a_traceback_without_its_header_is_a_failure(lines):
+    diagnosis = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert diagnosis.rule == "log-ends-in-traceback"
+    assert not diagnosis.permanent
+
+
+def test_an_exception_line_followed_by_wrappers_is_judged_on_the_exception():
+    diagnosis = (
+        Classifier(PACK)
+        .feed_all(
+            [
+                "ValueError: The model's max seq len (32768) is larger than the maximum number of "
+                "tokens that can be stored in KV cache (13824).",
+                "ERROR 11-29 17:20:00 [core.py:708] EngineCore failed to start.",
+                "RuntimeError: Engine core initialization failed. See root cause above. "
+                "Failed core proc(s): {}",
+            ]
+        )
+        .diagnosis()
+    )
+    assert (diagnosis.category, diagnosis.permanent) == ("kv_cache", True)
+
+
+READY = "INFO:     Application startup complete."
+
+
+def test_a_warning_traceback_before_ready_does_not_survive_ready():
+    classifier = Classifier(PACK)
+    classifier.feed("WARNING 11-29 17:19:30 [x.py:1] Could not load optional kernel:")
+    classifier.feed("Traceback (most recent call last):")
+    classifier.feed('  File "/x/vllm/_custom_ops.py", line 1, in <module>')
+    classifier.feed("KeyError: 'moe_align'")
+    assert classifier.diagnosis().failed
+    classifier.feed(READY)
+    assert classifier.diagnosis().state is State.READY
+
+
+def test_a_failed_request_after_ready_is_not_a_failed_start():
+    classifier = Classifier(PACK)
+    classifier.feed(READY)
+    classifier.feed("ERROR 11-29 17:21:00 [serving_chat.py:1] Error in preprocessing prompt inputs")
+    classifier.feed("Traceback (most recent call last):")
+    classifier.feed('  File "/x/vllm/entrypoints/openai/serving_chat.py", line 1, in f')
+    classifier.feed("ValueError: This model's maximum context length is 4096 tokens.")
+    assert classifier.diagnosis().state is State.READY
+    assert not classifier.failure_seen
+    # Once vLLM exited, the last error it printed names the cause.
+    diagnosis = classifier.diagnosis(exit_code=1)
+    assert diagnosis.rule == "unhandled-exception"
+    assert "maximum context length" in diagnosis.cause
+
+
+def test_a_new_start_after_ready_is_judged_again():
+    classifier = Classifier(PACK)
+    classifier.feed(READY)
+    classifier.feed("INFO 11-29 18:00:00 [api_server.py:1] vLLM API server version 0.9.1")
+    assert classifier.diagnosis().state is State.STARTING
+    classifier.feed("ValueError: something this vLLM rejects")
+    assert classifier.diagnosis().rule == "unhandled-exception"
+
+
+def test_the_version_a_start_announces_names_the_mismatch():
+    server = "INFO 08-04 07:33:53 [api_server.py:1287] vLLM API server version 0.9.1"
+    keyword = "TypeError: AsyncEngineArgs.__init__() got an unexpected keyword argument 'foo'"
+    assert "(0.9.1)" in Classifier(PACK).feed_all([server, keyword]).diagnosis().cause
+    engine = "INFO 11-29 17:19:17 [core.py:1] Initializing a V1 LLM engine (v0.11.0) with config: x"
+    keyword = "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'foo'"
+    assert "(0.11.0)" in Classifier(PACK).feed_all([engine, keyword]).diagnosis().cause
+    assert "not named in the log" in Classifier(PACK).feed_all([keyword]).diagnosis().cause
+
+
+# Other shapes an exception line comes in.
+SHAPES = {
+    "pytest failure line": (
+        "E       ValueError: The model's max seq len (32768) is larger than the maximum number "
+        "of tokens that can be stored in KV cache (13824).",
+        "kv_cache",
+    ),
+    "pytest summary": (
+        "FAILED tests/test_x.py::test_start[model] - RuntimeError: something unnamed",
+        "other",
+    ),
+    "ray daemon prefix": (
+        "(raylet) KeyError: 'mistral'",
+        "model_requirement",
+    ),
+    "ray remote exception": (
+        "ray.exceptions.RayTaskError(ValueError): ray::RayWorkerWrapper.execute_method() (pid=1)",
+        "other",
+    ),
+    "system exit": ("SystemExit: 1", "other"),
+}
+
+
+@pytest.mark.parametrize(("line", "category"), SHAPES.values(), ids=SHAPES.keys())
+def test_an_exception_line_in_any_shape_is_a_failure(line, category):
+    diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+    assert diagnosis.failed
+    assert str(diagnosis.category) == category, diagnosis.rule
+
+
+def test_a_lookup_wrapper_after_a_network_error_is_the_network():
+    # vLLM wraps the failed lookup's exception (chained before it) in its own conclusion.
+    lines = [
+        "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', "
+        "port=443): Max retries exceeded with url: /api/models/org/model (Caused by "
+        "NameResolutionError('Failed to resolve huggingface.co'))",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "ValueError: Invalid repository ID or local directory specified: 'org/model'.",
+    ]
+    diagnosis = Classifier(PACK).feed_all(lines).diagnosis()
+    assert (diagnosis.category, diagnosis.permanent) == ("network", False)
+    alone = Classifier(PACK).feed_all(lines[-1:]).diagnosis()
+    assert (alone.category, alone.rule) == ("model_not_found", "model-path-not-found")
+
+
+def test_a_phase_marker_cut_at_the_terminal_width_counts():
+    marker = (
+        "(EngineCore pid=7754) INFO 11-29 18:32:44 [core.py:1454] [shutdown] EngineCore: "
+        "trigger received signal=SIGTERM"
+    )
+    classifier = Classifier(PACK)
+    classifier.feed(READY)
+    classifier.feed(marker[:80])
+    classifier.feed(marker[80:])
+    classifier.feed("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.")
+    assert classifier.diagnosis().state is State.READY
+
+
+def test_a_ready_line_at_the_width_does_not_drop_the_failure_after_it():
+    ready = "(APIServer pid=7) INFO 11-29 18:32:44 [api_server.py:1] Starting vLLM API server 0 on"
+    classifier = Classifier(PACK)
+    classifier.feed(ready.ljust(120))
+    classifier.feed(
+        "ERROR:    [Errno 98] error while attempting to bind on address: address in use"
+    )
+    assert classifier.diagnosis().rule == "port-in-use"

@@ -1,0 +1,47 @@
+"""Normalisation strips wrappers around vLLM's message, whatever produced them."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnostics.classify.normalize import clean_raw, normalize
+
+MSG = "ValueError: No available memory for the cache blocks."
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        f"{MSG}",
+        f"(APIServer pid=1) ERROR 11-29 17:19:17 [core.py:866] {MSG}",
+        f"(EngineCore_DP0 pid=167) ERROR 02-28 16:12:13 [core.py:866] {MSG}",
+        f"\x1b[0;36m(EngineCore_DP0 pid=167)\x1b[0;0m \x1b[1;31mERROR\x1b[0m 02-28 16:12:13 [core.py:866] {MSG}",
+        f"(Worker pid=12) ERROR 11-29 17:19:17 [multiproc_executor.py:1] {MSG}",
+        f"(VllmWorker TP1 pid=9) ERROR 11-29 17:19:17 [multiproc_executor.py:1] {MSG}",
+        f"(VllmWorker rank=1 pid=52940) ERROR 04-14 14:24:52 [multiproc_executor.py:383] {MSG}",
+        f"(RayWorkerWrapper pid=67451, ip=10.1.0.7) ERROR 06-25 15:28:30 worker_base.py:148] {MSG}",
+        f"[rank0]: {MSG}",
+        f"ERROR 03-18 13:09:10 core.py:291] {MSG}",
+        f"vllm-llm-1  | ERROR 03-18 13:09:10 [core.py:291] {MSG}",
+        f"2025-03-07T05:56:27.270123456Z {MSG}",
+        f"  | 2025-03-07T05:56:27.270Z | {MSG}",
+        f"  | [2024-09-05T00:38:34Z] {MSG}",
+        f"Nov 29 18:00:00 gpu-host vllm[123]: {MSG}",
+        f"Aug 04  00:33:47.063 | {MSG}",
+        f"datgo1t12vudsh[info]{MSG}\\n",
+        f"{MSG}\r\n",
+    ],
+)
+def test_prefixes_are_stripped(raw):
+    assert normalize(raw) == MSG
+
+
+def test_traceback_indentation_is_kept():
+    line = (
+        '(EngineCore pid=5) ERROR 11-29 17:19:17 [core.py:1]   File "/x/vllm/models/a.py", line 3'
+    )
+    assert normalize(line) == '  File "/x/vllm/models/a.py", line 3'
+
+
+def test_clean_raw_keeps_prefixes_but_not_colours():
+    assert clean_raw("\x1b[0;36m(APIServer pid=1)\x1b[0;0m hi\r\n") == "(APIServer pid=1) hi"

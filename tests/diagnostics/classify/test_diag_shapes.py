@@ -1,0 +1,252 @@
+"""The shapes real pastes take, built from real messages: hard-wrapped lines, Jupyter
+tracebacks, interleaved worker processes, Windows line ends, line numbers and quote
+markers, container prefixes, elided pastes; and permanence judged on the numbers."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from diagnostics import Classifier
+from diagnostics.classify.normalize import normalize, strip_ansi, wrapped_at_width
+from diagnostics.model import Category, State
+from diagnostics.pack.rules import load_pack
+from diagnostics.scanning.scan import classify_stream
+
+PACK = load_pack()
+
+FREE = (
+    "(EngineCore_DP0 pid=167) ERROR 02-28 16:12:13 [core.py:866] ValueError: Free memory on "
+    "device (4.04/119.63 GiB) on startup is less than desired GPU memory utilization (0.15, "
+    "17.94 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
+)
+TRACEBACK = [
+    "(EngineCore_DP0 pid=167) ERROR 02-28 16:12:13 [core.py:866] Traceback (most recent call last):",
+    '(EngineCore_DP0 pid=167) ERROR 02-28 16:12:13 [core.py:866]   File "/usr/local/lib/python3.12/'
+    'site-packages/vllm/v1/worker/gpu_worker.py", line 239, in determine_available_memory',
+    FREE,
+]
+
+
+def _both_ways(lines: list[str]):
+    """The verdict fed line by line, and read as a file (the block scanner)."""
+    live = Classifier(PACK).feed_all(lines).diagnosis()
+    data = "\n".join(lines).encode()
+    return live, classify_stream(io.BytesIO(data), PACK)
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    return [line[i : i + width] for i in range(0, len(line), width)]
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 160])
+def test_a_message_hard_wrapped_at_a_terminal_width_is_joined(width):
+    lines = [part for line in TRACEBACK for part in _wrap(line, width)]
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.rule == "gpu-free-memory-below-utilization", (width, diagnosis)
+        # The numbers split across the cut were read whole: 4.04 of 119.63 GiB free
+        # against 0.15 asked is another process holding the GPU, a host condition.
+        assert diagnosis.state is State.FAILED_TRANSIENT
+        assert "4.04 GiB of 119.63 GiB" in diagnosis.cause
+        assert diagnosis.evidence.line == next(
+            n for n, part in enumerate(lines, 1) if "ValueError: Fr" in part
+        )
+
+
+def test_only_lines_at_a_terminal_width_look_wrapped():
+    assert wrapped_at_width("x" * 80) and wrapped_at_width("x" * 120)
+    assert not wrapped_at_width("x" * 79)
+    assert not wrapped_at_width("x" * 81)
+    assert wrapped_at_width("x" * 79 + " ")
+
+
+@pytest.mark.parametrize(
+    ("free", "total", "util", "state"),
+    [
+        ("31.44", "47.38", "0.95", State.FAILED_TRANSIENT),  # another process holds a third
+        ("54.34", "79.18", "0.92", State.FAILED_TRANSIENT),
+        ("78.50", "79.18", "0.995", State.FAILED_PERMANENT),  # asked for all of it: config
+        ("44.20", "47.38", "0.95", State.FAILED_PERMANENT),
+    ],
+)
+def test_free_memory_permanence_is_judged_on_the_numbers(free, total, util, state):
+    line = (
+        f"ValueError: Free memory on device ({free}/{total} GiB) on startup is less than "
+        f"desired GPU memory utilization ({util}, 45.01 GiB). Decrease GPU memory utilization "
+        "or reduce GPU memory used by other processes."
+    )
+    diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+    assert (diagnosis.category, diagnosis.state) == (Category.OOM, state)
+    if state is State.FAILED_TRANSIENT:
+        assert "another process holds the GPU" in diagnosis.cause
+
+
+@pytest.mark.parametrize(
+    ("others", "state"),
+    [
+        # vLLM holds 64.5 of 79 GiB itself: its own configuration does not fit.
+        ("Process 1253 has 1.08 GiB memory in use. ", State.FAILED_PERMANENT),
+        # vLLM holds 2 GiB; 74 GiB are held by another process: a host condition.
+        ("Process 1253 has 74.00 GiB memory in use. ", State.FAILED_TRANSIENT),
+    ],
+)
+def test_oom_permanence_is_judged_on_memory_held_by_other_processes(others, state):
+    mine = "64.50 GiB" if state is State.FAILED_PERMANENT else "2.00 GiB"
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.44 GiB. GPU 0 has a "
+        f"total capacity of 79.14 GiB of which 3.14 GiB is free. {others}Including non-PyTorch "
+        f"memory, this process has {mine} memory in use. Of the allocated memory 60 GiB is "
+        "allocated by PyTorch"
+    )
+    diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+    assert (diagnosis.category, diagnosis.state) == (Category.OOM, state)
+
+
+def test_jupyter_traceback():
+    lines = [
+        "---------------------------------------------------------------------------",
+        "ValueError                                Traceback (most recent call last)",
+        "Cell In[3], line 1",
+        '----> 1 llm = LLM(model="google/gemma-3-4b-it", max_model_len=200000)',
+        "",
+        "File ~/miniconda3/lib/python3.10/site-packages/vllm/engine/arg_utils.py:1021, in "
+        "EngineArgs.create_model_config(self)",
+        "   1019 def create_model_config(self) -> ModelConfig:",
+        "-> 1021     return ModelConfig(",
+        "",
+        "ValueError: User-specified max_model_len (200000) is greater than the derived "
+        "max_model_len (max_position_embeddings=131072 or model_max_length=None in model's "
+        "config.json).",
+    ]
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.rule == "max-model-len-above-model-limit"
+        assert "131072" in diagnosis.cause
+
+
+def test_interleaved_workers_the_root_cause_in_one_rank_wins_over_wrappers():
+    lines = [
+        "(VllmWorker rank=0 pid=101) INFO 04-14 14:24:40 [gpu_model_runner.py:1] Starting to "
+        "load model Qwen/Qwen2.5-VL-72B-Instruct...",
+        "(VllmWorker rank=1 pid=102) ERROR 04-14 14:24:52 [multiproc_executor.py:383] "
+        "WorkerProc hit an exception.",
+        "(VllmWorker rank=0 pid=101) ERROR 04-14 14:24:52 [multiproc_executor.py:383] "
+        "WorkerProc hit an exception.",
+        "(RayWorkerWrapper pid=67451, ip=10.1.0.7) ERROR 06-25 15:28:30 worker_base.py:148] "
+        "Error executing method determine_num_available_blocks.",
+        "(VllmWorker rank=1 pid=102) ERROR 04-14 14:24:52 [multiproc_executor.py:383] "
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 298.00 MiB. GPU 1 has "
+        "a total capacity of 79.25 GiB of which 110.75 MiB is free.",
+        "(EngineCore_DP0 pid=90) ERROR 04-14 14:24:53 [core.py:390] EngineCore failed to start.",
+        "(EngineCore_DP0 pid=90) RuntimeError: Engine core initialization failed. See root "
+        "cause above.",
+    ]
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.rule == "cuda-oom-allocate"
+        assert diagnosis.evidence.line == 5
+
+
+MESSAGE = "ValueError: No available memory for the cache blocks."
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        f"> {MESSAGE}",
+        f"> > {MESSAGE}",
+        f"12 | {MESSAGE}",
+        f"  12: {MESSAGE}",
+        f"1234\t{MESSAGE}",
+        f"vllm-1  | {MESSAGE}",
+        f"[pod/vllm-7d9f-x2/vllm] {MESSAGE}",
+        f"{MESSAGE}\r\n",
+        f"\x1b]0;title\x07{MESSAGE}",
+        f"\x1b]8;;http://x\x1b\\{MESSAGE}",
+    ],
+)
+def test_paste_markers_are_stripped(raw):
+    assert normalize(raw) == MESSAGE
+
+
+def test_numbers_that_start_a_message_are_not_line_numbers():
+    assert normalize("404 Client Error: Not Found for url: x") == (
+        "404 Client Error: Not Found for url: x"
+    )
+
+
+def test_an_unterminated_osc_sequence_is_dropped_up_to_the_next_escape():
+    assert strip_ansi("\x1b]0;never ends") == ""
+    assert strip_ansi("\x1b]0;a\x1b[31mred") == "red"
+    # Many unterminated sequences: each character is read a bounded number of times.
+    assert strip_ansi("\x1b]" * 100_000 + "ok") == ""
+
+
+def test_windows_line_ends():
+    lines = [line + "\r" for line in TRACEBACK]
+    live, from_file = _both_ways(lines)
+    assert live == from_file
+    assert live.rule == "gpu-free-memory-below-utilization"
+
+
+def test_a_log_cut_inside_a_traceback_is_a_failure_not_a_start():
+    lines = TRACEBACK[:2]  # the paste stops before the exception line
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.failed
+        assert diagnosis.rule == "log-ends-in-traceback"
+        assert "ends inside a Python traceback" in diagnosis.cause
+
+
+def test_a_traceback_the_start_went_on_from_is_not_a_failure():
+    lines = [
+        *TRACEBACK[:2],
+        "(EngineCore_DP0 pid=167) INFO 02-28 16:12:20 [gpu_model_runner.py:1] Model loading "
+        "took 5.2 GiB",
+    ]
+    assert not Classifier(PACK).feed_all(lines).diagnosis().failed
+
+
+@pytest.mark.parametrize("keep", [3, 5, 10, 20])
+def test_elided_pastes_keep_their_verdict(keep):
+    """Only the last lines of a log: the verdict stands on what is left."""
+    log = [
+        "INFO 04-06 18:43:17 [api_server.py:1] vLLM API server version 0.8.3",
+        *[f"INFO 04-06 18:43:17 [config.py:1] line {n}" for n in range(30)],
+        *TRACEBACK,
+        "(EngineCore_DP0 pid=167) ERROR 02-28 16:12:13 [core.py:866] EngineCore failed to start.",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}",
+    ]
+    tail = log[-keep:]
+    diagnosis = Classifier(PACK).feed_all(tail).diagnosis()
+    assert diagnosis.failed
+    if any("Free memory" in line for line in tail):
+        assert diagnosis.rule == "gpu-free-memory-below-utilization"
+
+
+def test_a_wrapped_message_whose_parts_match_nothing_alone():
+    line = (
+        "(VllmWorker-0 pid=11040) ERROR 11-29 18:39:51 [multiproc_executor.py:953] ValueE"
+        "rror: Available memory on node 0 (7.48/10.21 GiB) on startup is less than desired CPU "
+        "memory utilization (0.9, 9.19 GiB). Decrease memory utilization."
+    )
+    lines = ["INFO 11-29 18:39:50 [x.py:1] starting", *_wrap(line, 80), "Killed"]
+    rule = PACK.by_id("host-memory-exhausted")
+    assert not any(rx.search(normalize(part)) for rx in rule.patterns for part in lines)
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.rule == "host-memory-exhausted"
+        assert diagnosis.evidence.line == 2
+
+
+@pytest.mark.parametrize(
+    "warning",
+    [
+        "WARNING 03-12 18:19:00 [modeling_rope_utils.py:577] `rope_scaling`'s factor field "
+        "must be a float >= 1, got 0.5",
+        "WARNING 03-12 18:19:00 [x.py:1] Please install flash-attn for faster attention",
+        "WARNING 03-12 18:19:00 [x.py:1] hf_transfer is not installed. Please install it for "
+        "faster downloads",
+    ],
+)
+def test_the_same_words_in_a_warning_are_not_a_failure(warning):
+    """Rules for wordings that libraries also log as warnings need the exception line."""
+    assert not Classifier(PACK).feed_all([warning]).diagnosis().failed

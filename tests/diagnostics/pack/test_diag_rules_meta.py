@@ -1,0 +1,123 @@
+"""Meta-tests of the shipped rule pack: every rule is backed by real logs, and rules
+that compete are kept apart by near-miss fixtures."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from diagnostics.classify.classifier import _hit_ids
+from diagnostics.classify.normalize import normalize
+from diagnostics.pack.rules import load_pack
+from diagnostics.scanning.scan import classify_stream
+from tests.diagnostics.cases import FIXTURES, labelled
+
+PACK = load_pack()
+
+
+@cache
+def _normalized(path) -> tuple[str, ...]:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return tuple(normalize(line) for line in text.splitlines())
+
+
+@cache
+def _rules_matched() -> dict[str, frozenset[int]]:
+    """Fixture -> the rules (indexes) with a pattern that matches one of its lines: the
+    pack's Hyperscan database finds the candidates, each rule's RE2 pattern confirms."""
+    found = {}
+    for path, _ in labelled():
+        owners: set[int] = set()
+        for line in _normalized(path):
+            for i in _hit_ids(PACK, line):
+                pattern = PACK.patterns[i]
+                fresh = pattern.kind == "rule" and pattern.owner not in owners
+                if fresh and pattern.regex.search(line):
+                    owners.add(pattern.owner)
+        found[str(path.relative_to(FIXTURES))] = frozenset(owners)
+    return found
+
+
+def _fixtures_matching(rule) -> list[str]:
+    index = PACK.rules.index(rule)
+    return [name for name, owners in _rules_matched().items() if index in owners]
+
+
+@pytest.mark.parametrize("rule", PACK.rules, ids=[r.id for r in PACK.rules])
+def test_every_rule_matches_a_real_fixture(rule):
+    assert _fixtures_matching(rule), f"rule {rule.id} matches no fixture under fixtures/"
+
+
+def test_rule_permanence_follows_category():
+    for rule in PACK.rules:
+        assert rule.permanent is rule.category.permanent
+
+
+def test_generic_rules_come_last():
+    generic = [r.priority for r in PACK.rules if r.generic]
+    specific = [r.priority for r in PACK.rules if not r.generic]
+    assert generic and max(specific) < min(generic)
+
+
+# (fixture, rule that also matches lines in it but must not decide it, rule that must)
+NEAR_MISSES = [
+    # ENOSPC raised while model code loads weights: disk-full, not a model-code error.
+    ("vllm-0.32/disk-full-download.log", "model-code-error", "disk-full"),
+    # The hub answers 401 for a missing repo; "Repository Not Found" follows.
+    (
+        "corpus/model_not_found/guardkit-ngc2601-v013-qwen25-14b-fp8-repo-does-not-exist.log",
+        "hub-access-refused",
+        "repo-not-found",
+    ),
+    # OOM while profiling is oom even though a CUDA error wrapper follows.
+    (
+        "corpus/oom/vllm-188-wsl2-3090-opt125m-cpu-swap-pinned-oom.log",
+        "gpu-runtime-fault",
+        "cuda-oom",
+    ),
+    # The architecture error beats the generic pydantic/ValueError rules.
+    (
+        "corpus/model_requirement/vllm-11155-codeshell-arch-not-supported-api-server.log",
+        "unhandled-exception",
+        "architecture-not-supported",
+    ),
+    # A requirement stated in model code is permanent; other model-code errors are not.
+    (
+        "corpus/model_requirement/vllm-16474-v083-rocm-mi300x-llama4-fp8-moe-per-channel-unsupported.log",
+        "model-code-error",
+        "model-code-requirement",
+    ),
+    # The root cause beats the engine wrappers printed after it.
+    (
+        "corpus/kv_cache/vllm-17431-v085-a800-qwen3-8b-v1-util04-no-cache-blocks.log",
+        "engine-wrapper",
+        "kv-cache-no-memory",
+    ),
+    # An NCCL failure after a harmless warning-level line is a fault, not a config error.
+    (
+        "corpus/cuda_fault/vllm-4383-v041-docker-tp2-3090-nccl-shm-too-small.log",
+        "unhandled-exception",
+        "nccl-failure",
+    ),
+    # A process killed with -9 is the OOM killer's signature; the wrappers and the broken
+    # pipe the orphaned worker prints afterwards do not decide.
+    ("vllm-0.32/engine-core-killed.log", "engine-wrapper", "process-sigkilled"),
+    ("vllm-0.32/engine-core-killed.log", "unhandled-exception", "process-sigkilled"),
+    # A bare "Killed" from the shell after a named cause is not taken for the OOM killer.
+    (
+        "corpus/kv_cache/vllm-15004-v073-wsl-3070-cpu-offload-no-cache-blocks.log",
+        "process-killed",
+        "kv-cache-no-memory",
+    ),
+    # An unreachable hub is named as such, not as the cache miss that follows it.
+    ("vllm-0.32/hub-unreachable.log", "hub-offline-cache-miss", "hub-unreachable"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "loser", "winner"), NEAR_MISSES)
+def test_near_miss(fixture, loser, winner):
+    path = FIXTURES / fixture
+    assert any(rx.search(line) for rx in PACK.by_id(loser).patterns for line in _normalized(path))
+    with path.open("rb") as stream:
+        assert classify_stream(stream, PACK).rule == winner

@@ -1,0 +1,304 @@
+"""The block scanner's shortcuts (start at the last ready marker, skip what cannot change
+the verdict, cut prefilter tails) and the disk cache of compiled databases: the file
+path still gives the verdict that feeding every line gives (the worker's line path),
+on logs built from the real fixtures the way big logs look: many starts in one file,
+a crash loop, a start followed by serving, a failure after hours of serving."""
+
+from __future__ import annotations
+
+import io
+import random
+import re
+
+import hyperscan
+import pytest
+
+from diagnostics.classify.classifier import Classifier
+from diagnostics.pack import dbcache
+from diagnostics.pack.matching import hyperscan_database, prefilter_form
+from diagnostics.pack.rules import load_pack
+from diagnostics.scanning import fastpath
+from diagnostics.scanning.scan import classify_stream
+from diagnostics.scanning.streams import LineSplitter
+from tests.diagnostics.cases import FIXTURES
+
+PACK = load_pack()
+VLLM = FIXTURES / "vllm-0.32"
+
+
+def _log(name: str) -> bytes:
+    lines = (VLLM / name).read_bytes().splitlines(keepends=True)
+    data = b"".join(line for line in lines if not line.startswith(b"#|"))
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
+OK = _log("startup-ok.log")
+KV = _log("kv-cache-too-small.log")
+FAILS = [_log(p.name) for p in sorted(VLLM.glob("*.log")) if p.name != "startup-ok.log"]
+SERVING = (
+    b'(APIServer pid=1) INFO:     127.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    b"(APIServer pid=1) INFO 11-29 18:40:00 [loggers.py:248] Engine 000: Avg prompt "
+    b"throughput: 12.0 tokens/s, Running: 1 reqs, GPU KV cache usage: 0.6%\n"
+)
+
+
+def line_path(data: bytes):
+    classifier = Classifier(PACK)
+    splitter = LineSplitter()
+    for line in splitter.feed(data):
+        classifier.feed(line.decode("utf-8", "replace"))
+    for line in splitter.close():
+        classifier.feed(line.decode("utf-8", "replace"))
+    return classifier.diagnosis()
+
+
+def _agree(data: bytes) -> None:
+    expected = line_path(data)
+    for block_size in (1 << 20, 4096, 257):
+        assert classify_stream(io.BytesIO(data), PACK, block_size=block_size) == expected, (
+            block_size
+        )
+
+
+def _built() -> dict[str, bytes]:
+    rng = random.Random(13)
+    logs = {
+        "crash loop": KV * 40,
+        "start then serving": OK + SERVING * 3000,
+        "serving then a failure": OK + SERVING * 3000 + KV,
+        "a failure then quiet lines": OK + KV + SERVING * 2000,
+        "a failure with its continuation at the end": OK + SERVING * 2000 + KV[:-1],
+        "failures then a start": b"".join(FAILS) + OK,
+        "many starts, the last fails": (b"".join(FAILS) + OK) * 3 + KV,
+        "crash loop of different failures": b"".join(rng.sample(FAILS, len(FAILS))) * 3,
+        "a better failure late in a crash loop": KV * 30 + b"".join(FAILS) + KV * 5,
+        "crlf": (OK + SERVING * 200 + KV).replace(b"\n", b"\r\n"),
+    }
+    wrapped = re.sub(rb"(?m)^(.{100})(.+)$", rb"\1\n\2", OK + KV)  # cut at 100 columns
+    logs["wrapped at 100 columns"] = wrapped * 3
+    colour = (
+        (OK + KV)
+        .replace(b"INFO", b"\x1b[32mINFO\x1b[0m")
+        .replace(b"ERROR", b"\x1b[31mERROR\x1b[0m")
+    )
+    logs["colour codes"] = colour * 3
+    return logs
+
+
+@pytest.mark.parametrize("name", list(_built()))
+def test_big_logs_give_the_line_path_verdict(name):
+    _agree(_built()[name])
+
+
+def test_a_ready_marker_at_the_start_of_a_block_after_wrapped_lines():
+    """The restart backs up over hard-wrapped lines before the ready marker: the
+    classifier joins such a line with the next, so they belong to what follows."""
+    cut = b"x" * 99 + b"y\n"  # exactly 100 columns: looks cut by a terminal
+    ready = b"INFO:     Application startup complete.\n"
+    data = OK + KV + cut * 5 + ready + SERVING * 10 + KV
+    _agree(data)
+    stream = io.BytesIO(data)
+    restart = fastpath.restart_point(stream, 0, PACK)
+    assert restart is not None
+    assert data[restart.offset :].startswith(cut * 5 + ready)
+    assert restart.lines == data[: restart.offset].count(b"\n")
+
+
+def test_no_ready_marker_means_no_restart():
+    assert fastpath.restart_point(io.BytesIO(KV * 3), 0, PACK) is None
+
+
+def test_prefilter_heads_match_every_line_the_full_patterns_match():
+    lines = [
+        line for path in sorted(FIXTURES.rglob("*.log")) for line in path.read_bytes().splitlines()
+    ]
+    full = hyperscan_database([p.regex.pattern for p in PACK.patterns], single_match=True)
+    heads = fastpath.scanner(PACK).heads
+    for line in lines:
+        assert _hits(full, line) <= _hits(heads, line), line
+
+
+@pytest.mark.parametrize(
+    ("pattern", "head"),
+    [
+        (r"\s*(?:AttributeError|KeyError): (?P<detail>.+)", r"\s*(?:AttributeError|KeyError): "),
+        (r"Error(?::\s*(?P<detail>.*))?", r"Error"),
+        (r"foo|bar.*", r"foo|bar.*"),  # a top-level alternation is left alone
+        (r"ab.*", r"ab.*"),  # the head would be too short
+        (r"Loading weights took [\d.]+ s", r"Loading weights took [\d.]+ s"),
+    ],
+)
+def test_prefilter_head(pattern, head):
+    assert fastpath.prefilter_head(prefilter_form(pattern)) == head
+
+
+def test_joined_block_reads_as_the_classifier_reads_lines():
+    block = b"a\rb\nc\r\r\nd\x1b[31me\x1b[0m\r\r[0mf\n"
+    assert fastpath._joined(fastpath._cleaned(block)) == b"a bcde  f"
+
+
+# -- the database cache ------------------------------------------------------------
+
+
+def _expressions(*patterns: str) -> tuple[list[bytes], list[int], list[int]]:
+    return [p.encode() for p in patterns], list(range(len(patterns))), [0] * len(patterns)
+
+
+def _build(expressions: list[bytes], calls: list[int]):
+    def build():
+        calls.append(1)
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=0)
+        return db
+
+    return build
+
+
+def _hits(db, data: bytes) -> set[int]:
+    found: set[int] = set()
+    db.scan(data, match_event_handler=lambda i, *_: found.add(i))
+    return found
+
+
+def test_cache_reads_back_what_it_compiled(tmp_path):
+    expressions, ids, flags = _expressions("foo", "ba+r")
+    key = dbcache.key(expressions, ids, flags, hyperscan.HS_MODE_BLOCK)
+    calls: list[int] = []
+    for _ in range(3):
+        db = dbcache.load_or_compile(
+            key, hyperscan.HS_MODE_BLOCK, _build(expressions, calls), tmp_path
+        )
+        assert _hits(db, b"x baaar foo") == {0, 1}
+    assert calls == [1]
+
+
+def test_a_changed_pattern_is_another_entry(tmp_path):
+    one = dbcache.key(*_expressions("foo", "bar"), hyperscan.HS_MODE_BLOCK)
+    other = dbcache.key(*_expressions("foo", "baz"), hyperscan.HS_MODE_BLOCK)
+    flags = dbcache.key([b"foo", b"bar"], [0, 1], [0, 1], hyperscan.HS_MODE_BLOCK)
+    assert len({one, other, flags}) == 3
+
+
+def test_a_corrupt_entry_is_compiled_again(tmp_path):
+    expressions, ids, flags = _expressions("foo")
+    key = dbcache.key(expressions, ids, flags, hyperscan.HS_MODE_BLOCK)
+    calls: list[int] = []
+    dbcache.load_or_compile(key, hyperscan.HS_MODE_BLOCK, _build(expressions, calls), tmp_path)
+    entry = tmp_path / f"{key}.hsdb"
+    for damage in (entry.read_bytes()[:-7], b"garbage", entry.read_bytes()[:30] + b"\0" * 99):
+        entry.write_bytes(damage)
+        db = dbcache.load_or_compile(
+            key, hyperscan.HS_MODE_BLOCK, _build(expressions, calls), tmp_path
+        )
+        assert _hits(db, b"foo") == {0}
+    assert len(calls) == 4
+
+
+def test_an_unwritable_cache_folder_is_no_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    expressions, ids, flags = _expressions("foo")
+    key = dbcache.key(expressions, ids, flags, hyperscan.HS_MODE_BLOCK)
+    calls: list[int] = []
+    for _ in range(2):
+        db = dbcache.load_or_compile(
+            key, hyperscan.HS_MODE_BLOCK, _build(expressions, calls), blocker / "cache"
+        )
+        assert _hits(db, b"foo") == {0}
+    assert calls == [1, 1]
+
+
+def test_cache_folder_follows_xdg_and_can_be_turned_off(tmp_path):
+    assert dbcache.cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == (
+        tmp_path / "runpod-vllm-worker" / "hyperscan"
+    )
+    assert dbcache.cache_dir({"XDG_CACHE_HOME": "relative"}).is_absolute()
+    assert dbcache.cache_dir({"DIAGNOSE_CACHE": "off"}) is None
+
+
+def test_a_version_printed_before_the_last_ready_marker_still_names_the_cause():
+    """The restart skips the start's own lines; what the verdict shows from them (the
+    version the start announced) is looked up backwards."""
+    failure = b"TypeError: EngineArgs.__init__() got an unexpected keyword argument 'foo_bar'\n"
+    data = OK + SERVING * 500 + failure
+    expected = line_path(data)
+    assert expected.rule == "engine-args-unknown-keyword"
+    assert "0.32.0" in expected.cause
+    _agree(data)
+
+
+def test_a_new_start_after_ready_is_read_even_when_a_failure_stands(tmp_path):
+    """A rule that counts only before ready (a bare error after ready may be a failed
+    request) counts again once a new start begins: the start marker can change the
+    verdict, so the block holding it is not skipped."""
+    (tmp_path / "00-phases.yaml").write_text(
+        "phases:\n"
+        "  - phase: starting\n    patterns: ['STARTING UP']\n"
+        "  - phase: ready\n    patterns: ['SERVING NOW']\n"
+    )
+    (tmp_path / "10-rules.yaml").write_text(
+        "rules:\n"
+        "  - id: better\n    category: oom\n    permanent: true\n"
+        "    patterns: ['BETTER FAILURE']\n    when: {before_ready: true}\n"
+        "    cause: better\n    fix: fix it\n"
+        "  - id: worse\n    category: other\n    permanent: false\n"
+        "    patterns: ['WORSE FAILURE']\n    cause: worse\n    fix: retry\n"
+    )
+    pack = load_pack(tmp_path)
+    filler = b"INFO nothing to see here, just a request log line\n" * 300
+    data = b"SERVING NOW\nWORSE FAILURE\n" + filler + b"STARTING UP\n" + filler
+    data += b"BETTER FAILURE\n" + filler
+    classifier = Classifier(pack)
+    for line in data.splitlines():
+        classifier.feed(line.decode())
+    expected = classifier.diagnosis()
+    assert expected.rule == "better"
+    for block_size in (1 << 20, 1024, 100):
+        assert classify_stream(io.BytesIO(data), pack, block_size=block_size) == expected
+
+
+def test_the_verdict_names_the_last_version_a_crash_loop_announced():
+    """Skipped blocks still count for what the verdict shows: the version is the last
+    one announced, even when the lines announcing it were never fed."""
+    failure = b"TypeError: EngineArgs.__init__() got an unexpected keyword argument 'foo_bar'\n"
+    filler = SERVING * 100
+
+    def start(version: bytes) -> bytes:
+        return b"INFO Initializing a V1 LLM engine (v" + version + b") with config: x\n"
+
+    data = (start(b"0.31.0") + failure + filler) * 20 + start(b"0.32.1") + failure + filler
+    expected = line_path(data)
+    assert expected.rule == "engine-args-unknown-keyword"
+    assert "0.32.1" in expected.cause
+    _agree(data)
+
+
+def test_reading_stops_where_nothing_matches_any_more():
+    data = OK + SERVING * 200
+    found = fastpath.plan(io.BytesIO(data), 0, PACK, chunk=1024)
+    assert found.restart is not None
+    assert found.restart.offset < found.quiet_from < len(OK) + 4096
+    assert fastpath.plan(io.BytesIO(data + KV), 0, PACK, chunk=1024).quiet_from == len(data + KV)
+
+
+class _Pipe(io.RawIOBase):
+    """A stream that cannot seek, as stdin from a pipe."""
+
+    def __init__(self, data: bytes):
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        chunk = self._data.read(min(len(buffer), 1000))  # short reads, as a pipe gives
+        buffer[: len(chunk)] = chunk
+        return len(chunk)
+
+
+@pytest.mark.parametrize("name", ["many starts, the last fails", "crash loop", "crlf"])
+def test_a_pipe_gives_the_file_verdict(name):
+    data = _built()[name]
+    stream = io.BufferedReader(_Pipe(b"\xef\xbb\xbf" + data))
+    assert not stream.seekable()
+    assert classify_stream(stream, PACK) == line_path(data)

@@ -1,0 +1,89 @@
+"""`diagnose` (the file path: blocks, Hyperscan over each block) and the worker (the line
+path: vLLM's pipe split into lines, each fed to the classifier) must give the same
+diagnosis for the same output: on every fixture and on variants of it that change
+only what sits between the messages (trailing newlines, CRLF, a lone CR inside lines,
+where the blocks end)."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+
+from diagnostics.classify.classifier import Classifier
+from diagnostics.pack.rules import load_pack
+from diagnostics.scanning.scan import _looks_reversed, classify_stream
+from diagnostics.scanning.streams import LineSplitter
+from tests.diagnostics.cases import FIXTURES
+
+PACK = load_pack()
+LOGS = sorted(p for p in FIXTURES.rglob("*.log") if not _looks_reversed(p.read_bytes()[: 1 << 20]))
+PIPE_READ = 65536  # what the worker reads from vLLM's pipe at a time
+
+
+def line_path(data: bytes, chunk: int = PIPE_READ):
+    """The worker's path: pipe chunks -> LineSplitter -> Classifier.feed."""
+    classifier = Classifier(PACK)
+    splitter = LineSplitter()
+    for start in range(0, len(data), chunk):
+        for line in splitter.feed(data[start : start + chunk]):
+            classifier.feed(line.decode("utf-8", "replace"))
+    for line in splitter.close():
+        classifier.feed(line.decode("utf-8", "replace"))
+    return classifier.diagnosis()
+
+
+def file_path(data: bytes, block_size: int = 1 << 20):
+    return classify_stream(io.BytesIO(data), PACK, block_size=block_size)
+
+
+def _lone_crs(data: bytes) -> bytes:
+    lines = data.split(b"\n")
+    return b"\n".join(
+        line.replace(b" ", b"\r", 1) if i % 3 == 0 else line for i, line in enumerate(lines)
+    )
+
+
+VARIANTS = {
+    "as-recorded": lambda d: d,
+    "trailing-newlines": lambda d: d + b"\n\n\n",
+    "no-final-newline": lambda d: d.rstrip(b"\n"),
+    "crlf": lambda d: d.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"),
+    "lone-cr": _lone_crs,
+    "blank-lines-between": lambda d: d.replace(b"\n", b"\n\n"),
+}
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[str(p.relative_to(FIXTURES)) for p in LOGS])
+def test_file_and_line_paths_agree(path):
+    recorded = path.read_bytes()
+    rng = random.Random(path.name)
+    for name, variant in VARIANTS.items():
+        data = variant(recorded)
+        expected = line_path(data)
+        assert file_path(data) == expected, name
+        # Block boundaries anywhere, pipe reads of any size.
+        block = rng.randrange(64, 8192)
+        assert file_path(data, block_size=block) == expected, (name, block)
+    # Pipe reads of any size (the split into lines does not depend on them).
+    assert line_path(recorded, chunk=rng.randrange(1, 4096)) == line_path(recorded)
+
+
+def test_an_anchor_inside_an_alternation_matches_on_every_line(tmp_path):
+    """The prefilter once kept a `$` inside an alternation, which Hyperscan (block mode,
+    no multiline flag) only matched at the end of a 1 MiB block: one more blank line at
+    the end of a file changed the verdict."""
+    (tmp_path / "10-x.yaml").write_text(
+        "rules:\n"
+        "  - id: anchored\n"
+        "    category: remote_code\n"
+        "    permanent: true\n"
+        "    patterns: ['(?:trust_remote_code=True$|needs custom code$)']\n"
+        "    cause: custom code\n"
+        "    fix: set TRUST_REMOTE_CODE\n"
+    )
+    pack = load_pack(tmp_path)
+    for tail in (b"", b"\n", b"\n\n", b"\r\n", b"\nnext line\n"):
+        data = b"INFO start\nERROR this model needs custom code" + tail
+        assert classify_stream(io.BytesIO(data), pack).rule == "anchored", tail
