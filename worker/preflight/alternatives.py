@@ -1,0 +1,151 @@
+"""When a configuration does not fit, what would: the largest MAX_MODEL_LEN on this GPU,
+the smallest TENSOR_PARALLEL_SIZE that holds the configured length, what
+KV_CACHE_DTYPE=fp8 gives, and which RunPod Serverless GPU sizes would fit.
+
+``suggest(spec)`` returns ``Suggestions``; ``render(s)`` says them in one or two plain
+sentences. Every figure is the memory model's, re-run with the one setting changed.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from worker.preflight.memory_model import MemoryEstimate, estimate_memory
+from worker.preflight.row_input import RunSpec
+from worker.preflight.vllm_defaults import GIB
+
+MIB = 1024**2
+MAX_TP = 8  # GPUs one RunPod Serverless worker can have
+# RunPod Serverless GPU categories (nominal memory, a device of the category whose name
+# decides vLLM's batch defaults). source: runpod.io serverless pricing page, as of 2026-12
+RUNPOD_GPUS: tuple[tuple[str, int, str], ...] = (
+    ("16 GB", 16, "NVIDIA RTX A4000"),
+    ("24 GB", 24, "NVIDIA RTX A5000"),
+    ("24 GB PRO", 24, "NVIDIA GeForce RTX 4090"),
+    ("32 GB PRO (5090)", 32, "NVIDIA GeForce RTX 5090"),
+    ("48 GB", 48, "NVIDIA RTX A6000"),
+    ("48 GB PRO", 48, "NVIDIA L40S"),
+    ("80 GB", 80, "NVIDIA A100 80GB PCIe"),
+    ("80 GB PRO (H100)", 80, "NVIDIA H100 80GB HBM3"),
+    ("141 GB (H200)", 141, "NVIDIA H200"),
+    ("180 GB (B200)", 180, "NVIDIA B200"),
+)
+# torch reports about 98.5 % of the nominal size as a GPU's total (the calibration rows:
+# 79.25 GiB on an 80 GB A100, 39.38 on a 40 GB A100, 23.58 on a 24 GB RTX 3090)
+VISIBLE_SHARE = 0.985
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    fits: bool | None
+    max_model_len: int
+    kv_memory: float | None  # bytes per device now
+    kv_tokens: int | None
+    largest_max_model_len: int | None  # on this GPU, other settings unchanged
+    smallest_tensor_parallel_size: int | None  # holds the configured length
+    fp8_kv_tokens: int | None
+    fp8_max_model_len: int | None
+    gpu_sizes_that_fit: tuple[str, ...]
+
+
+def _fits(spec: RunSpec) -> bool:
+    return estimate_memory(spec).fits is True
+
+
+def largest_max_model_len(spec: RunSpec, upper: int) -> int | None:
+    """The largest MAX_MODEL_LEN in [1, upper] that fits (the profile's batch follows
+    the length in V0, so every candidate is re-estimated); None: not even 1 token."""
+    if not _fits(replace(spec, max_model_len=1)):
+        return None
+    low, high = 1, upper + 1  # low fits, high does not (or is past the bound)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if _fits(replace(spec, max_model_len=mid)):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def smallest_tensor_parallel(spec: RunSpec, heads: int | None) -> int | None:
+    tp = 1
+    while tp <= MAX_TP:
+        if (heads is None or heads % tp == 0) and _fits(replace(spec, tp=tp)):
+            return tp
+        tp *= 2
+    return None
+
+
+def gpu_sizes(spec: RunSpec) -> tuple[str, ...]:
+    fitting = []
+    for label, nominal, name in RUNPOD_GPUS:
+        other = replace(spec, gpu_total=nominal * VISIBLE_SHARE * GIB, gpu_name=name,
+                        kv_cache_memory=None)  # fmt: skip
+        if _fits(other):
+            fitting.append(label)
+    return tuple(fitting)
+
+
+def suggest(
+    spec: RunSpec, est: MemoryEstimate | None = None, heads: int | None = None
+) -> Suggestions:
+    est = est or estimate_memory(spec)
+    fp8: MemoryEstimate | None = None
+    if spec.cache_bytes > 1:
+        fp8 = estimate_memory(replace(spec, kv_cache_dtype="fp8", cache_bytes=1))
+    upper = max(est.max_model_len - 1, 1) if est.fits is False else est.max_model_len
+    return Suggestions(
+        fits=est.fits,
+        max_model_len=est.max_model_len,
+        kv_memory=est.kv_memory,
+        kv_tokens=est.tokens,
+        largest_max_model_len=largest_max_model_len(spec, upper),
+        smallest_tensor_parallel_size=smallest_tensor_parallel(spec, heads),
+        fp8_kv_tokens=fp8.tokens if fp8 else None,
+        fp8_max_model_len=fp8.max_len_fit if fp8 else None,
+        gpu_sizes_that_fit=gpu_sizes(spec),
+    )
+
+
+def size_text(value: float) -> str:
+    """GiB with two decimals, or MiB when GiB would round to 0.00."""
+    if round(abs(value) / GIB, 2) == 0:
+        return f"{value / MIB:.2f} MiB"
+    return f"{value / GIB:.2f} GiB"
+
+
+def render(s: Suggestions) -> str:
+    """One sentence on what the cache holds, one on what would fit."""
+    if s.fits is None:
+        return "The fit could not be judged: the GPU's memory is not known."
+    if s.kv_memory is not None and s.kv_memory <= 0:
+        first = (
+            "The weights and vLLM's working memory leave no KV cache "
+            f"({size_text(s.kv_memory)} per GPU)."
+        )
+    else:
+        state = "fits" if s.fits else "does not fit"
+        first = (
+            f"MAX_MODEL_LEN={s.max_model_len} {state}: the KV cache holds "
+            f"{s.kv_tokens or 0} tokens ({size_text(s.kv_memory or 0)} per GPU)."
+        )
+    if s.fits:
+        return first
+    options = []
+    if s.largest_max_model_len:
+        options.append(f"MAX_MODEL_LEN={s.largest_max_model_len} or less")
+    if s.smallest_tensor_parallel_size:
+        options.append(f"TENSOR_PARALLEL_SIZE={s.smallest_tensor_parallel_size}")
+    if s.fp8_kv_tokens:
+        options.append(
+            f"KV_CACHE_DTYPE=fp8 ({s.fp8_kv_tokens} tokens, MAX_MODEL_LEN up to "
+            f"{s.fp8_max_model_len})"
+        )
+    sizes = list(s.gpu_sizes_that_fit)
+    if sizes:
+        listed = ", ".join(sizes[:-1]) + " or " + sizes[-1] if len(sizes) > 1 else sizes[0]
+        options.append(f"a RunPod GPU of {listed}")
+    if not options:
+        return f"{first} Nothing tried would fit it, not even the largest RunPod GPU."
+    return f"{first} It would fit with " + ", or ".join(options) + "."
