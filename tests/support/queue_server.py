@@ -13,6 +13,15 @@ the worker.
 
 Waiting is event-based: every change notifies one condition variable, and
 ``wait_for`` / ``wait_done`` / ``wait_taken`` block on it with a deadline.
+
+Hostile queues: ``submit_raw`` hands out job-take elements exactly as given (no id, a
+number as id, ``null``, a string...), several in one batch, and ``answer_next`` answers
+the next job-take with a whole body of any JSON (a batch that is not a list). Every
+job-done is counted (``JobRecord.done_count``), so a job answered twice shows. A held
+job-take whose client goes away (a worker cancelling its poll) is noticed while held:
+it takes no job and is recorded with the outcome ``"client gone"``.
+``stall_take_bodies`` makes job-take answers stop after their headers until
+``release_take_bodies``: a worker stopped then holds an answer that has begun to arrive.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import copy
 import itertools
 import json
 import re
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -65,6 +76,7 @@ class JobRecord:
     done: Any = None
     done_at: float | None = None
     done_query: dict[str, str] = field(default_factory=dict)
+    done_count: int = 0  # job-done POSTs recorded: more than 1 is a job answered twice
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,23 @@ class Hit:
 class _Fault:
     kinds: frozenset[str]
     status: int | None  # None: close the connection without answering
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """A job-take element handed out exactly as given (``submit_raw``)."""
+
+    element: object
+
+
+@dataclass(frozen=True)
+class _Body:
+    """A whole job-take answer body, given as is (``answer_next``)."""
+
+    body: object
+
+
+_CLIENT_GONE = object()  # _decide's body when the client left a held poll
 
 
 class QueueServer:
@@ -105,12 +134,15 @@ class QueueServer:
         self._cond = threading.Condition()
         self._closed = threading.Event()
         self._ids = itertools.count(1)
-        self._queue: deque[str] = deque()
+        self._queue: deque[str | _Raw | _Body] = deque()
         self._jobs: dict[str, JobRecord] = {}
         self._stops: list[str] = []
         self._faults: list[_Fault] = []
         self._hits: list[Hit] = []
         self._held = {"job-take": 0, "job-stop": 0}  # polls being held open, by kind
+        self._stall = False  # job-take answers with jobs wait after their headers
+        self._unstall = threading.Event()
+        self._stalled = 0
         self._server = _Server(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
         # A short poll interval so close() returns promptly (serve_forever's default is 0.5 s).
@@ -132,10 +164,11 @@ class QueueServer:
         return self
 
     def close(self) -> None:
-        """Stop serving; held long-polls answer 204 at once."""
+        """Stop serving; held long-polls answer 204 at once, stalled bodies go out."""
         with self._cond:
             self._closed.set()
             self._cond.notify_all()
+        self._unstall.set()
         if self._started:
             self._server.shutdown()
             self._thread.join()
@@ -179,6 +212,70 @@ class QueueServer:
             self._queue.append(job_id)
             self._cond.notify_all()
         return job_id
+
+    def submit_raw(self, *elements: object) -> None:
+        """Queue ``elements`` at once (so one job-take-batch can carry them all), each
+        handed out exactly as given. An element that is an object with a string ``id``
+        gets a record under that id (unless one exists: a duplicate), so its answers are
+        recorded; no check is made that the worker could use it."""
+        with self._cond:
+            for element in elements:
+                self._record_raw(element)
+                self._queue.append(_Raw(copy.deepcopy(element)))
+            self._cond.notify_all()
+
+    def answer_next(self, body: object) -> None:
+        """Answer the next job-take (single or batch) with 200 and ``body`` as its whole
+        JSON body, once every job queued before it has been taken. A body that is one
+        object with a string ``id`` (the single job-take's shape) gets a record."""
+        with self._cond:
+            self._record_raw(body)
+            self._queue.append(_Body(copy.deepcopy(body)))
+            self._cond.notify_all()
+
+    def _record_raw(self, element: object) -> None:
+        job_id = element.get("id") if isinstance(element, dict) else None
+        if isinstance(job_id, str) and job_id not in self._jobs:
+            assert isinstance(element, dict)
+            job_input = copy.deepcopy(element.get("input"))
+            self._jobs[job_id] = JobRecord(job_id, job_input, time.monotonic())
+
+    def stall_take_bodies(self) -> None:
+        """From now on, a job-take answer with jobs sends its status and headers, then
+        waits for ``release_take_bodies`` before its body."""
+        with self._cond:
+            self._stall = True
+            self._unstall.clear()
+
+    def release_take_bodies(self) -> None:
+        """Send the stalled bodies, and stall no more."""
+        with self._cond:
+            self._stall = False
+            self._unstall.set()
+
+    @property
+    def bodies_stalled(self) -> int:
+        """How many job-take answers wait after their headers right now."""
+        with self._cond:
+            return self._stalled
+
+    def _stall_body(self, kind: str, status: int) -> None:
+        """Called between the headers and the body of every answer (handler thread)."""
+        with self._cond:
+            if not (self._stall and status == 200 and kind in ("job-take", "job-take-batch")):
+                return
+            self._stalled += 1
+            self._cond.notify_all()
+        self._unstall.wait()
+        with self._cond:
+            self._stalled -= 1
+            self._cond.notify_all()
+
+    @property
+    def queued(self) -> int:
+        """How many jobs, elements and bodies wait to be taken."""
+        with self._cond:
+            return len(self._queue)
 
     def stop_job(self, job_id: str) -> None:
         """Make the next job-stop poll answer ``{"jobsToStop": [job_id, ...]}``."""
@@ -271,9 +368,15 @@ class QueueServer:
     # -- server side (called from handler threads) -----------------------------------
 
     def _handle(
-        self, method: str, path: str, query: dict[str, str], raw: bytes
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        raw: bytes,
+        gone: Callable[[], bool] = lambda: False,
     ) -> tuple[int | None, object]:
         """Decide one answer: (status, JSON body); status None means drop the connection.
+        ``gone()`` tells whether the client has closed its connection (for held polls).
 
         State changes and the request's Hit are made under one lock, so a test woken by
         a state change already sees the Hit.
@@ -283,14 +386,21 @@ class QueueServer:
         if kind in RESULT_KINDS and self.delay_s:
             self._closed.wait(self.delay_s)
         with self._cond:
-            status, body = self._decide(kind, args, query, raw)
-            outcome = "dropped" if status is None else status
+            status, body = self._decide(kind, args, query, raw, gone)
+            outcome: int | str = status if status is not None else "dropped"
+            if body is _CLIENT_GONE:
+                outcome = "client gone"
             self._hits.append(Hit(kind, method, path, query, time.monotonic(), outcome))
             self._cond.notify_all()
             return status, body
 
     def _decide(
-        self, kind: str, args: dict[str, str], query: dict[str, str], raw: bytes
+        self,
+        kind: str,
+        args: dict[str, str],
+        query: dict[str, str],
+        raw: bytes,
+        gone: Callable[[], bool],
     ) -> tuple[int | None, object]:
         if kind == "unknown":
             return 404, {"error": "no such route"}
@@ -300,9 +410,11 @@ class QueueServer:
         if kind in ("job-take", "job-take-batch"):
             batch = kind == "job-take-batch"
             limit = max(1, int(query.get("batch_size", "1"))) if batch else 1
-            jobs = self._take(args["worker"], limit)
+            jobs = self._take(args["worker"], limit, gone)
+            if isinstance(jobs, _Body):
+                return 200, jobs.body
             if not jobs:
-                return 204, None
+                return (None, _CLIENT_GONE) if gone() else (204, None)
             return 200, jobs if batch else jobs[0]
         if kind in RESULT_KINDS:
             try:  # the SDK posts raw JSON text under a form content type
@@ -312,7 +424,9 @@ class QueueServer:
             return self._record_result(kind, args["job"], body, query)
         if kind == "job-stop":
             if not self._stops and self.stop_hold_s > 0:
-                self._hold_open("job-stop", lambda: self._stops, self.stop_hold_s)
+                self._hold_open("job-stop", lambda: self._stops, self.stop_hold_s, gone)
+                if gone():
+                    return None, _CLIENT_GONE
             stops, self._stops = self._stops, []
             return (200, {"jobsToStop": stops}) if stops else (204, None)
         return 200, {}  # ping
@@ -323,27 +437,57 @@ class QueueServer:
                 return self._faults.pop(i)
         return None
 
-    def _hold_open(self, kind: str, answer: Callable[[], object], hold_s: float) -> None:
+    def _hold_open(
+        self, kind: str, answer: Callable[[], object], hold_s: float, gone: Callable[[], bool]
+    ) -> None:
         """Hold a poll of ``kind`` open (lock held) until ``answer()`` has something, the
-        server closes, or ``hold_s`` has passed; counted in ``polls_held``/``stop_polls_held``."""
+        server closes, the client goes away (looked at every 50 ms), or ``hold_s`` has
+        passed; counted in ``polls_held``/``stop_polls_held``."""
         self._held[kind] += 1
         self._cond.notify_all()
-        try:  # wait_for releases the lock while it waits
-            self._cond.wait_for(lambda: answer() or self._closed.is_set(), hold_s)
+        deadline = time.monotonic() + hold_s
+        try:  # wait releases the lock while it waits
+            while not (answer() or self._closed.is_set() or gone()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.05))
         finally:
             self._held[kind] -= 1
+            self._cond.notify_all()
 
-    def _take(self, worker: str, limit: int) -> list[dict]:
-        """Pop up to ``limit`` jobs, holding the poll open while the queue is empty."""
+    def _take(self, worker: str, limit: int, gone: Callable[[], bool]) -> list[Any] | _Body:
+        """Pop up to ``limit`` jobs (or one whole body), holding the poll open while the
+        queue is empty; a client gone while held takes nothing."""
         if not self._queue:
-            self._hold_open("job-take", lambda: self._queue, self.hold_s)
-        jobs = []
-        while self._queue and len(jobs) < limit:
-            record = self._jobs[self._queue.popleft()]
+            self._hold_open("job-take", lambda: self._queue, self.hold_s, gone)
+            if gone():
+                return []
+        if self._queue and isinstance(self._queue[0], _Body):
+            body = self._queue.popleft()
+            assert isinstance(body, _Body)
+            self._mark_taken(body.body, worker)
+            return body
+        jobs: list[Any] = []
+        while self._queue and len(jobs) < limit and not isinstance(self._queue[0], _Body):
+            entry = self._queue.popleft()
+            if isinstance(entry, _Raw):
+                self._mark_taken(entry.element, worker)
+                jobs.append(copy.deepcopy(entry.element))
+            else:
+                assert isinstance(entry, str)
+                record = self._jobs[entry]
+                self._mark_taken(record.id, worker)
+                jobs.append({"id": record.id, "input": copy.deepcopy(record.input)})
+        return jobs
+
+    def _mark_taken(self, job: object, worker: str) -> None:
+        """Record the take of ``job`` (an id, or an element/body with one) if it has a record."""
+        job_id = job.get("id") if isinstance(job, dict) else job
+        record = self._jobs.get(job_id) if isinstance(job_id, str) else None
+        if record is not None:
             record.taken_at, record.taken_wall = time.monotonic(), time.time()
             record.taken_by = worker
-            jobs.append({"id": record.id, "input": copy.deepcopy(record.input)})
-        return jobs
 
     def _record_result(
         self, kind: str, job_id: str, body: Any, query: dict[str, str]
@@ -356,6 +500,7 @@ class QueueServer:
             record.stream_at.append(time.monotonic())
         else:
             record.done, record.done_at, record.done_query = body, time.monotonic(), query
+            record.done_count += 1
         return 200, {}
 
 
@@ -389,11 +534,20 @@ def _make_handler(queue: QueueServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output quiet; hits() has the record
 
+        def _gone(self) -> bool:
+            """Whether the client closed its end (readable, and nothing to read)."""
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
+
         def _dispatch(self, method: str) -> None:
             parts = urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            status, body = queue._handle(method, parts.path, dict(parse_qsl(parts.query)), raw)
+            query = dict(parse_qsl(parts.query))
+            status, body = queue._handle(method, parts.path, query, raw, self._gone)
             if status is None:
                 self.close_connection = True  # no answer at all: the client sees EOF
                 return
@@ -405,6 +559,8 @@ def _make_handler(queue: QueueServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
+            routed = _route(method, parts.path)
+            queue._stall_body(routed[0] if routed else "unknown", status)
             self.wfile.write(data)
 
     return Handler

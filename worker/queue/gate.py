@@ -9,12 +9,13 @@ its queue only when the value changes, and it should not.
 
 The first call also chains a SIGTERM/SIGINT handler in front of the SDK's:
 - while vLLM is still starting, a stop also stops vLLM (the SDK knows nothing of it);
-- once settled, a job-take already on the wire gets ``TAKE_SETTLE_S`` to arrive and
-  start, then the SDK's graceful stop runs (it takes no new job and lets jobs in
-  flight finish); jobs still running after the grace period lose vLLM, so they end
-  with an error instead of holding the worker: nothing taken is left without an
-  answer. (The modifier's value is never changed to stop intake: the SDK cannot
-  resize with jobs queued.)
+- once settled, the SDK's graceful stop runs at once: it takes no new job (the job
+  intake cancels a job-take the queue holds open, and lands one whose answer was
+  arriving, ``worker/queue/intake.py``) and lets jobs in flight finish. The grace
+  period (``VLLM_SHUTDOWN_GRACE``) counts from the signal; jobs still running after it
+  lose vLLM, so they end with an error instead of holding the worker: nothing taken is
+  left without an answer. (The modifier's value is never changed to stop intake: the
+  SDK cannot resize with jobs queued.)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 
 import structlog
@@ -31,7 +33,12 @@ from worker.supervision.supervisor import Supervisor
 
 log = structlog.get_logger("worker.gate")
 
-TAKE_SETTLE_S = 1.5
+
+def _intake_taking() -> bool:
+    """Whether the job intake's fetch loop still runs (a job-take may yet land jobs)."""
+    from worker.queue import intake  # imported by then: the SDK runs the gate
+
+    return intake.taking()
 
 
 class JobGate:
@@ -44,9 +51,11 @@ class JobGate:
         on_transient: Callable[[], None],
         grace_s: float = 10.0,
         jobs_in_flight: Callable[[], int] = lambda: 0,
+        taking: Callable[[], bool] = _intake_taking,
     ):
         self.grace_s = grace_s
         self.jobs_in_flight = jobs_in_flight
+        self.taking = taking
         self.closed = threading.Event()
         self._pass_through = False
         self.supervisor = supervisor
@@ -111,14 +120,14 @@ class JobGate:
                 sdk_handler(signum, None)
 
     def _drain(self, signum: int) -> None:
-        """Let a job-take on the wire land, hand over to the SDK, bound the wait by the grace."""
-        self.supervisor.stopped.wait(TAKE_SETTLE_S)
+        """Hand over to the SDK at once; wait for its intake to end and its jobs to
+        finish, bounded by the grace; then stop vLLM."""
+        deadline = time.monotonic() + self.grace_s
         self._pass_through = True
         os.kill(os.getpid(), signum)
-        deadline_left = self.grace_s
-        while self.jobs_in_flight() > 0 and deadline_left > 0:
-            self.supervisor.stopped.wait(0.1)
-            deadline_left -= 0.1
-        if self.jobs_in_flight() > 0:
-            log.warning("worker.grace_over", jobs=self.jobs_in_flight())
+        while self.taking() or self.jobs_in_flight() > 0:
+            if time.monotonic() >= deadline:
+                log.warning("worker.grace_over", jobs=self.jobs_in_flight())
+                break
+            self.supervisor.stopped.wait(0.05)
         self.supervisor.request_stop()

@@ -4,7 +4,9 @@ ready             → the job is proxied to vLLM (streamed or whole)
 failed-permanent  → the startup error: cause and fix, every job, the worker stays up
 failed-transient  → the prestart failure with the end of vLLM's output (the worker
                     then exits; see worker.main)
-The handler holds no lifecycle flags of its own: it reads the supervisor's state.
+The handler holds no lifecycle flags of its own: it reads the supervisor's state. The
+first proxied job's answer (a JSON body) carries ``worker``: what the worker states about
+the start (the length vLLM serves, the estimate, the relaunches).
 """
 
 from __future__ import annotations
@@ -29,12 +31,19 @@ def make_handler(
     supervisor: Supervisor, proxy_factory: Callable[[], VllmProxy], served_model: str
 ) -> Callable[[dict], AsyncIterator[Any]]:
     proxy: VllmProxy | None = None
+    first_job = True  # its answer carries what the worker states about the start
+
+    def with_start_info(item: Any) -> Any:
+        stated = getattr(supervisor, "start_info", None)
+        info = stated() if stated else {}
+        said = info.get("max_model_len") or info.get("estimate") or info.get("relaunches")
+        return {**item, "worker": info} if isinstance(item, dict) and said else item
 
     async def handler(job: dict) -> AsyncIterator[Any]:
-        nonlocal proxy
+        nonlocal proxy, first_job
         job_id = job.get("id")
         unreadable = job_fetch.answer_for(job)
-        if unreadable is not None:  # the input was nested too deep to read whole
+        if unreadable is not None:  # no input, not an object, or nested too deep to read
             log.info("job.bad_input", job_id=job_id, problem=unreadable)
             yield answers.bad_input(unreadable)
             return
@@ -57,7 +66,9 @@ def make_handler(
             path=request.path,
             stream=request.stream,
         )
+        tell, first_job = first_job, False
         async for item in proxy.run(request):
-            yield item
+            yield with_start_info(item) if tell else item
+            tell = False
 
     return handler

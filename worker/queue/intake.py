@@ -12,12 +12,27 @@ gate, its SIGTERM handling) and replaces only the waiting:
 * the fetch loop, with every slot busy, sleeps until a slot frees (or the stop), so a
   finished job's slot is refilled at once. It still wakes after 1 s as the SDK did, so
   a concurrency modifier is re-read as often as before;
-* at the stop, the run loop ends only after the fetch loop has: a job-take that was on
-  the wire when the stop came is still run and answered (the SDK's loop could leave it
-  queued and unanswered);
+* at the stop, the run loop ends only after the fetch loop has: the jobs of a job-take
+  whose answer was arriving when the stop came are still run and answered (the SDK's
+  loop could leave them queued and unanswered);
 * the per-job stop poll runs while jobs do and is cancelled once both job loops have
   ended: the SDK waits for it too, which is up to a 1 s sleep after an empty answer or
   a stop poll the queue holds open (bounded at 90 s) between the last answer and exit.
+
+And it hardens the fetch loop, where the SDK's could die or spin:
+
+* every job-take element passes ``job_fetch.JobCheck`` (one per scaler, so a repeated
+  id is recognised across batches) before it is queued: one bad element costs only
+  itself (see ``worker/queue/job_fetch.py``);
+* the stop cancels a job-take at once: a long poll the queue holds open (the SDK waited
+  it out, up to 90 s) ends when the stop comes, so nothing is taken after it. A take
+  whose answer has begun to arrive holds taken jobs: it gets ``TAKE_LANDING_S`` to be
+  read whole, and its jobs are run and answered;
+* a failed job-take (the queue answering 5xx, refusing connections, anything the
+  fetch raises, an answer whose every element was dropped) is logged at warning and
+  retried after a back-off that doubles from ``BACKOFF_FIRST_S`` to ``BACKOFF_MAX_S``
+  (the SDK retried at once, thousands of times a second); 429 waits the SDK's 5 s.
+  Every such wait ends at the stop.
 
 ``start`` is the one install point: the SDK's own ``runpod.serverless.start`` runs as
 usual and builds this scaler where it would build its own. The SDK's version is pinned
@@ -29,9 +44,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
+import structlog
 from runpod.http_client import AsyncClientSession, ClientSession, TooManyRequests
 from runpod.serverless.modules import rp_scale
 from runpod.serverless.modules.rp_scale import JobScaler
@@ -39,10 +56,29 @@ from runpod.serverless.modules.rp_scale import JobScaler
 from worker.queue import job_fetch
 
 log = rp_scale.log  # the SDK's own logger: its job-loop messages stay as they were
+events = structlog.get_logger("worker.intake")  # the worker's own events
 
 # How long the fetch loop waits for a free slot before it re-reads the concurrency
 # modifier anyway (the SDK's ``asyncio.sleep(1)`` in ``get_jobs``).
 FULL_RECHECK_S = 1.0
+# After the stop, how long a job-take whose answer has begun to arrive may take to be read.
+TAKE_LANDING_S = 1.0
+# The back-off after a failed job-take: doubles from the first to the most.
+BACKOFF_FIRST_S = 0.25
+BACKOFF_MAX_S = 5.0
+TOO_MANY_REQUESTS_S = 5.0  # the SDK's debounce after a 429
+
+_fetch_loops = 0  # fetch loops running (read by the job gate's stop, another thread)
+
+
+def taking() -> bool:
+    """True while a job loop's fetch loop runs: after a stop, until it has ended (a
+    job-take on the wire cancelled, or landed and its jobs queued)."""
+    return _fetch_loops > 0
+
+
+class NoJobInBatch(Exception):
+    """A job-take answer whose every element was dropped: backed off like an error."""
 
 
 class EventJobScaler(JobScaler):
@@ -50,15 +86,20 @@ class EventJobScaler(JobScaler):
 
     def __init__(self, config: dict[str, Any]):
         super().__init__(config)
-        self.jobs_fetcher = job_fetch.fetch_jobs  # never loses a batch to deep nesting
+        self.job_check = job_fetch.JobCheck()  # every element; remembers the ids taken
+        # never loses a batch to deep nesting, nor the loop to one bad element
+        self.jobs_fetcher = functools.partial(job_fetch.fetch_jobs, check=self.job_check)
         self._job_queued = asyncio.Event()  # wakes the run loop
         self._slot_freed = asyncio.Event()  # wakes the fetch loop
+        self._stopping = asyncio.Event()  # ends every wait of the fetch loop
         self._fetching = True
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self) -> None:
         """The SDK's ``run``, ending the per-job stop poll once the job loops have ended."""
         self._loop = asyncio.get_running_loop()
+        if not self.is_alive():  # stopped before the loop ran
+            self._wake_both()
         async with AsyncClientSession() as session:
             stop_poll = asyncio.create_task(self.monitor_stop_signals(session))
             try:
@@ -79,9 +120,15 @@ class EventJobScaler(JobScaler):
     def _wake_both(self) -> None:
         self._job_queued.set()
         self._slot_freed.set()
+        if not self.is_alive():
+            self._stopping.set()
 
     async def get_jobs(self, session: ClientSession) -> None:
-        """The SDK's ``get_jobs``, waiting for a free slot instead of sleeping 1 s."""
+        """The SDK's ``get_jobs``, waiting for a free slot instead of sleeping 1 s, its
+        job-take cancelled by the stop, its errors backed off (see the module doc)."""
+        global _fetch_loops
+        _fetch_loops += 1
+        failures = 0
         try:
             while self.is_alive():
                 await self.set_scale()
@@ -91,36 +138,82 @@ class EventJobScaler(JobScaler):
                     await self._wait_for_slot()
                     continue
 
+                dropped = self.job_check.dropped
                 try:
-                    acquired_jobs = await asyncio.wait_for(
-                        self.jobs_fetcher(session, jobs_needed),
-                        timeout=self.jobs_fetcher_timeout,
-                    )
-                    if not acquired_jobs:
-                        continue
-                    for job in acquired_jobs:
-                        await self.jobs_queue.put(job)
-                        self.job_progress.add(job)
-                        self._job_queued.set()
-                    log.info(f"Jobs in queue: {self.jobs_queue.qsize()}")
+                    acquired_jobs = await self._take(session, jobs_needed)
+                    if not acquired_jobs and self.job_check.dropped > dropped:
+                        raise NoJobInBatch(f"{self.job_check.dropped - dropped} dropped")
                 except TooManyRequests:
-                    await asyncio.sleep(5)  # the SDK's debounce
-                except asyncio.CancelledError:
-                    raise
-                except TimeoutError:
-                    log.debug("JobScaler.get_jobs | Job acquisition timed out. Retrying.")
-                except TypeError as error:
-                    log.debug(f"JobScaler.get_jobs | Unexpected error: {error}.")
-                except Exception as error:
-                    log.error(
-                        f"Failed to get job. | Error Type: {type(error).__name__} | "
-                        f"Error Message: {error}"
+                    await self._pause(TOO_MANY_REQUESTS_S)  # the SDK's debounce
+                    continue
+                except Exception as error:  # never CancelledError: a BaseException
+                    failures += 1
+                    delay = min(BACKOFF_FIRST_S * 2 ** (failures - 1), BACKOFF_MAX_S)
+                    events.warning(
+                        "job.take_failed",
+                        error_type=type(error).__name__,
+                        error=str(error)[:200],
+                        failures=failures,
+                        retry_in_s=delay,
                     )
-                finally:
-                    await asyncio.sleep(0)
+                    await self._pause(delay)
+                    continue
+                failures = 0
+                if acquired_jobs:
+                    await self._queue_jobs(acquired_jobs)
+                    log.info(f"Jobs in queue: {self.jobs_queue.qsize()}")
+                await asyncio.sleep(0)
         finally:
+            _fetch_loops -= 1
             self._fetching = False
             self._job_queued.set()
+
+    async def _take(self, session: ClientSession, jobs_needed: int) -> list[dict]:
+        """One job-take, ended by the stop unless its answer has begun to arrive."""
+        answering = asyncio.Event()
+        fetch = asyncio.ensure_future(
+            asyncio.wait_for(
+                job_fetch.fetch_jobs(
+                    session, jobs_needed, check=self.job_check, answering=answering
+                ),
+                timeout=self.jobs_fetcher_timeout,
+            )
+        )
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((fetch, stop), return_when=asyncio.FIRST_COMPLETED)
+            if not fetch.done() and answering.is_set():  # its jobs are taken: read them
+                events.info("job.take_landing_at_stop", within_s=TAKE_LANDING_S)
+                await asyncio.wait((fetch,), timeout=TAKE_LANDING_S)
+        finally:
+            stop.cancel()
+            if not fetch.done():
+                fetch.cancel()
+        if not fetch.done():  # cancelled at the stop (a BaseException would propagate)
+            if answering.is_set():
+                events.warning("job.take_cut_at_stop", waited_s=TAKE_LANDING_S)
+            else:
+                events.info("job.take_cancelled_at_stop")
+            return []
+        return fetch.result() or []
+
+    async def _queue_jobs(self, jobs: list[dict]) -> None:
+        """Queue checked jobs for the run loop (more than asked for wait for a free slot)."""
+        for job in jobs:
+            try:
+                await self.jobs_queue.put(job)
+                self.job_progress.add(job)
+            except Exception as error:  # never expected after the check: lose one job only
+                events.error(
+                    "job.not_queued", job_id=str(job.get("id"))[:64], error=repr(error)[:200]
+                )
+                continue
+            self._job_queued.set()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the stop comes."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def _wait_for_slot(self) -> None:
         # No await between the caller's occupancy check and clear(): no lost wake-up.

@@ -42,6 +42,8 @@ import sys
 from worker.queue import intake
 
 MAX = int(os.environ["INTAKE_MAX"])
+if "INTAKE_LANDING_S" in os.environ:
+    intake.TAKE_LANDING_S = float(os.environ["INTAKE_LANDING_S"])
 events = os.fdopen(int(os.environ["INTAKE_EVENTS_FD"]), "w", buffering=1)
 
 
@@ -116,10 +118,11 @@ exit_now(0)
 class Driven:
     """The worker subprocess: its stdin (releases) and its event pipe."""
 
-    def __init__(self, queue: QueueServer, max_concurrency: int, log: Path):
+    def __init__(self, queue: QueueServer, max_concurrency: int, log: Path, **extra: str):
         read_fd, write_fd = os.pipe()
         env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOD_")}
         env.update(queue.env(), INTAKE_MAX=str(max_concurrency), INTAKE_EVENTS_FD=str(write_fd))
+        env.update(extra)
         env["RUNPOD_DEBUG_LEVEL"] = "INFO"
         self.log = log
         with log.open("wb") as out:  # the child keeps its own copy
@@ -165,6 +168,14 @@ class Driven:
     def tail(self) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
 
+    def wait_logged(self, text: str) -> None:
+        """Block until the worker's log holds ``text`` (read every 20 ms)."""
+        deadline = time.monotonic() + DEADLINE
+        while text not in self.log.read_text(errors="replace"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} not logged; worker log:\n{self.tail()}")
+            time.sleep(0.02)
+
     def close(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -175,8 +186,10 @@ class Driven:
 
 
 @contextlib.contextmanager
-def driven(queue: QueueServer, max_concurrency: int, tmp_path: Path) -> Iterator[Driven]:
-    worker = Driven(queue, max_concurrency, tmp_path / "worker.log")
+def driven(
+    queue: QueueServer, max_concurrency: int, tmp_path: Path, **extra: str
+) -> Iterator[Driven]:
+    worker = Driven(queue, max_concurrency, tmp_path / "worker.log", **extra)
     try:
         worker.wait_event("ready")
         yield worker
@@ -210,23 +223,68 @@ def test_jobs_start_on_events_up_to_the_concurrency(tmp_path):
         assert worker.proc.wait(DEADLINE) == 0
 
 
-def test_a_job_taken_after_sigterm_is_still_answered(tmp_path):
-    # A long hold: the job-take on the wire when the stop comes stays there until a job.
-    with QueueServer(hold_s=DEADLINE) as queue, driven(queue, 3, tmp_path) as worker:
+def _takes(queue: QueueServer) -> list[object]:
+    return [h.outcome for h in queue.hits() if h.kind in ("job-take", "job-take-batch")]
+
+
+def test_a_stop_cancels_a_job_take_the_queue_holds_open(tmp_path):
+    # A hold far past DEADLINE: only the worker giving the poll up ends it in time (the
+    # SDK waited it out, up to its 90 s bound, and took jobs meanwhile).
+    with QueueServer(hold_s=DEADLINE * 10) as queue, driven(queue, 3, tmp_path) as worker:
         running = queue.submit({"hold": True})
         worker.wait_event(f"start {running} ")
         queue.wait_for(lambda: queue.polls_held == 1, DEADLINE, "a job-take on the wire")
         os.killpg(worker.proc.pid, signal.SIGTERM)
         worker.wait_event("stopping")
-        # The job-take that was on the wire when the stop came brings a job: it runs.
+        queue.wait_for(lambda: queue.polls_held == 0, DEADLINE, "the held job-take ended")
+        assert _takes(queue)[-1] == "client gone"
+        late = queue.submit({})  # after the stop: left for another worker
+        worker.release(running)  # a job in flight still finishes
+        assert queue.wait_done(running, DEADLINE)["output"]["peak"] == 1
+        worker.wait_event("exited")
+        assert worker.proc.wait(DEADLINE) == 0
+        assert queue.job(late).taken_at is None
+        assert queue.queued == 1
+
+
+def test_a_job_take_answering_at_the_stop_is_still_run(tmp_path):
+    # The queue has sent the answer's headers when the stop comes: its jobs are taken,
+    # so the worker reads the body (TAKE_LANDING_S, long here) and runs them.
+    with (
+        QueueServer(hold_s=DEADLINE * 10) as queue,
+        driven(queue, 3, tmp_path, INTAKE_LANDING_S=str(DEADLINE)) as worker,
+    ):
+        running = queue.submit({"hold": True})
+        worker.wait_event(f"start {running} ")
+        queue.wait_for(lambda: queue.polls_held == 1, DEADLINE, "a job-take on the wire")
+        queue.stall_take_bodies()
         late = queue.submit({})
+        queue.wait_for(lambda: queue.bodies_stalled == 1, DEADLINE, "an answer under way")
+        os.killpg(worker.proc.pid, signal.SIGTERM)
+        worker.wait_logged("job.take_landing_at_stop")
+        queue.release_take_bodies()
         assert queue.wait_done(late, DEADLINE)["output"]["peak"] == 2
         worker.release(running)
         queue.wait_done(running, DEADLINE)
         worker.wait_event("exited")
         assert worker.proc.wait(DEADLINE) == 0
-        assert queue.job(late).taken_at is not None
-        assert len(queue.hits("job-take")) + len(queue.hits("job-take-batch")) >= 2
+
+
+def test_an_answer_that_never_lands_is_cut_at_the_stop(tmp_path):
+    # A queue that sends headers and then nothing cannot hold the stop: TAKE_LANDING_S
+    # (0.2 s here, on a clock that runs from the stop) bounds the wait.
+    with (
+        QueueServer(hold_s=DEADLINE * 10) as queue,
+        driven(queue, 3, tmp_path, INTAKE_LANDING_S="0.2") as worker,
+    ):
+        queue.stall_take_bodies()
+        lost = queue.submit({})
+        queue.wait_for(lambda: queue.bodies_stalled == 1, DEADLINE, "an answer under way")
+        os.killpg(worker.proc.pid, signal.SIGTERM)
+        worker.wait_event("exited")
+        assert worker.proc.wait(DEADLINE) == 0
+        assert "job.take_cut_at_stop" in worker.log.read_text()
+        assert queue.job(lost).done_at is None  # taken, never answered: logged as cut
 
 
 def test_a_stop_poll_held_open_does_not_hold_the_exit(tmp_path):
@@ -239,7 +297,9 @@ def test_a_stop_poll_held_open_does_not_hold_the_exit(tmp_path):
         os.killpg(worker.proc.pid, signal.SIGTERM)
         worker.wait_event("exited")
         assert worker.proc.wait(DEADLINE) == 0
-        assert queue.stop_polls_held == 1  # still open: the worker did not wait for it
+        # The worker gave the poll up (it did not wait for its answer).
+        queue.wait_for(lambda: queue.stop_polls_held == 0, DEADLINE, "the stop poll ended")
+        assert queue.hits("job-stop")[-1].outcome == "client gone"
 
 
 # What worker/queue/intake.py stands on in runpod 1.12.0 (pinned in pyproject.toml): the
