@@ -37,6 +37,8 @@ def check_value(var: str, value: str, flag: Flag) -> None:
     """Reject values vLLM's argparse type for ``flag`` would reject (numbers, JSON)."""
     if flag.optional and value in ("None", ""):
         return
+    if flag.name == "--max-model-len" and value.strip().lower() in ("auto", "-1"):
+        return  # a vLLM without auto starts at the estimate (worker.supervision.relaunch)
     try:
         if flag.type == "int":
             int(value)

@@ -1,6 +1,7 @@
 """The crash-loop breaker as the supervisor uses it: one configuration's record in the
 restart ledger (``worker.crashloop.breaker``), consulted when a start fails transiently and
-cleared when a start reaches ready."""
+cleared when a start reaches ready. A relaunch in the container
+(``worker.supervision.relaunch``) counts as a failed start too."""
 
 from __future__ import annotations
 
@@ -43,6 +44,18 @@ class CrashLoopBreaker:
         judged = judge(diagnosis, history, self.settings.crash_loop_limit, window, where)
         self.ledger.record(self.key, str(diagnosis.category), window)
         return judged
+
+    def allows_relaunch(self) -> bool:
+        """Whether this configuration may be relaunched in the container: fewer than
+        ``CRASH_LOOP_LIMIT`` failures and relaunches recorded in the window."""
+        history = self.ledger.recent(self.key, self.settings.crash_loop_window_s)
+        return len(history) < self.settings.crash_loop_limit
+
+    def relaunched(self, kind: str) -> None:
+        """A relaunch in the container counts as a failed start of this configuration."""
+        category = f"relaunch:{kind}"[:64]
+        self.ledger.record(self.key, category, self.settings.crash_loop_window_s)
+        log.info("breaker.relaunch_counted", kind=kind)
 
     def cleared(self) -> None:
         """A start reached ready: forget this configuration's failures."""

@@ -1,12 +1,15 @@
 """What the lifecycle does to the world when it changes state (``machine.Effects``):
 logs the change and the cold-start summary, wakes threads waiting for a settled state,
-clears the crash-loop record on ready, stops vLLM on a failure, and tells the
-composition root when vLLM died after it was ready."""
+clears the crash-loop record on ready, stops vLLM on a failure or a relaunch (which the
+crash-loop breaker counts), keeps what the worker states about the start (``info``: the
+length in force, the estimate, the relaunches) and tells the composition root when vLLM
+died after it was ready."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -14,6 +17,7 @@ from diagnostics import Diagnosis, State
 from worker.crashloop.crash_loop import CrashLoopBreaker
 from worker.supervision.coldstart import ColdStartClock
 from worker.supervision.machine import SETTLED
+from worker.supervision.relaunch import Relaunch
 
 log = structlog.get_logger("worker.supervisor")
 
@@ -35,6 +39,9 @@ class WorkerEffects:
         self.on_died: Callable[[], None] | None = None
         self.observers: list[Callable[[State], None]] = []
         self.summary_extra: dict[str, float] = {}  # e.g. preflight_s, for vllm.cold_start
+        # What the worker states about this start (first job's metadata, health body):
+        # max_model_len (the length in force), estimate (preflight.estimate), relaunches.
+        self.info: dict[str, Any] = {"relaunches": []}
 
     def state_changed(self, source: State, dest: State) -> None:
         spent = self.cold_start.enter(dest.value, self.clock())
@@ -59,6 +66,24 @@ class WorkerEffects:
         if self.ready_line_at is not None:
             fields["ready_after_startup_line_ms"] = round((now - self.ready_line_at) * 1000, 1)
         log.info("vllm.cold_start", **fields)
+
+    def relaunching(self, relaunch: Relaunch, diagnosis: Diagnosis) -> None:
+        """Log the relaunch (what changes and why), count it, stop this vLLM."""
+        done = self.info["relaunches"]
+        done.append({"kind": relaunch.kind, "changes": dict(relaunch.changes)})
+        log.warning(
+            "worker.relaunch",
+            attempt=len(done),
+            kind=relaunch.kind,
+            changes=relaunch.changes,
+            reason=relaunch.reason,
+            rule=diagnosis.rule,
+            category=str(diagnosis.category),
+            evidence=diagnosis.evidence.text if diagnosis.evidence else None,
+        )
+        if self.breaker is not None:
+            self.breaker.relaunched(relaunch.kind)
+        self.stop_vllm()
 
     def failed(self, state: State, diagnosis: Diagnosis) -> None:
         log.error(

@@ -1,8 +1,10 @@
 """Following one vLLM start as it goes, on the supervisor's event loop: every output
 line (passed through, redacted, classified), the phases the output shows, ``/health``
 once it says the server is up, the HF cache and the watchdog, and the pre-flight before
-the spawn. It settles the lifecycle: a failure before ready passes the crash-loop
-breaker first; an exit after ready or a requested stop ends the run.
+the spawn. It settles the lifecycle: a failure before ready is first offered to the
+relaunch decision (``relaunch_for``: a relaunch leaves it unsettled, and the supervisor
+starts vLLM again), then passes the crash-loop breaker; an exit after ready or a
+requested stop ends the run.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from worker.supervision import health, launch
 from worker.supervision.coldstart import ColdStartClock
 from worker.supervision.effects import WorkerEffects
 from worker.supervision.machine import Lifecycle
+from worker.supervision.relaunch import Relaunch
 from worker.supervision.vllm_process import VllmProcess
 from worker.supervision.watchdog import LINGER_AFTER_FATAL_S, Watchdog
 
@@ -68,6 +71,9 @@ class StartFollower:
         self.cold_start, self.redact, self.out, self.clock = cold_start, redact, out, clock
         self.sample_every_s, self.progress_every_s = timing.sample_every_s, timing.progress_every_s
         self.probe: asyncio.Task[None] | None = None
+        # Set by the supervisor: the relaunch a failure calls for, or None.
+        self.relaunch_for: Callable[[Diagnosis], Relaunch | None] | None = None
+        self.pending: Relaunch | None = None  # decided; applied once this vLLM exited
 
     @property
     def state(self) -> State:
@@ -79,6 +85,8 @@ class StartFollower:
         with contextlib.suppress(OSError, ValueError):
             self.out.write(redacted.encode("utf-8", "replace") if redacted != text else raw)
             self.out.flush()
+        if self.pending is not None:  # this vLLM is being replaced: its output is passed on
+            return
         now = self.clock()
         self.watchdog.activity(now)
         self.cold_start.line(text)
@@ -106,7 +114,13 @@ class StartFollower:
             return self.process.running and not self.lifecycle.settled
 
         if await health.wait_healthy(self.settings.vllm_port, keep_trying) and keep_trying():
-            self.lifecycle.became_ready()
+            length = await health.served_max_model_len(self.settings.vllm_port)
+            if length is not None:
+                self.effects.info["max_model_len"] = length
+                self.effects.summary_extra["max_model_len"] = length
+                log.info("worker.max_model_len", max_model_len=length, source="vllm")
+            if keep_trying():
+                self.lifecycle.became_ready()
 
     async def watch(self, watch: DownloadWatch) -> None:
         """Every ``sample_every_s``: download progress, then the watchdog."""
@@ -153,6 +167,9 @@ class StartFollower:
         summary = result.summary()
         self.effects.summary_extra["preflight_s"] = summary["preflight_s"]
         log.info("worker.preflight", **summary)
+        if result.plan:
+            self.effects.info["estimate"] = dict(result.plan)
+            log.info("preflight.estimate", **result.plan)
         if result.diagnosis is None or self.process.stop_requested:
             return False
         self.fail(result.diagnosis)
@@ -160,8 +177,15 @@ class StartFollower:
 
     def fail(self, diagnosis: Diagnosis) -> None:
         """Settle as failed (a settled start stays so, unless it failed after ready)."""
-        if self.lifecycle.settled and self.state is not State.READY:
+        if self.pending is not None or (self.lifecycle.settled and self.state is not State.READY):
             return
+        if self.state is not State.READY and self.relaunch_for is not None:
+            relaunch = self.relaunch_for(diagnosis)
+            if relaunch is not None:
+                self.pending = relaunch
+                self.effects.relaunching(relaunch, diagnosis)
+                self.lifecycle.relaunch()
+                return
         if self.state is not State.READY and self.effects.breaker is not None:
             diagnosis = self.effects.breaker.judge(diagnosis)
         self.lifecycle.fail(diagnosis)
@@ -169,6 +193,8 @@ class StartFollower:
     def exited(self, code: int | None) -> None:
         requested = self.process.stop_requested
         log.info("vllm.exited", exit_code=code, requested=requested)
+        if self.pending is not None and not requested:
+            return  # the supervisor relaunches
         running = not self.lifecycle.settled or self.state is State.READY
         if requested and running:
             self.lifecycle.stop()

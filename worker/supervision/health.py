@@ -1,4 +1,5 @@
-"""The health probe: polls vLLM's ``GET /health`` once its output says the server is up."""
+"""The health probe: polls vLLM's ``GET /health`` once its output says the server is up;
+then asks the length it serves (``GET /v1/models``)."""
 
 from __future__ import annotations
 
@@ -23,3 +24,20 @@ async def wait_healthy(port: int, keep_trying: Callable[[], bool]) -> bool:
                 pass
             await asyncio.sleep(RETRY_S)
     return False
+
+
+async def served_max_model_len(port: int, timeout_s: float = 5.0) -> int | None:
+    """The length vLLM serves (``GET /v1/models``: its ``max_model_len``), once ready;
+    None when it does not say."""
+    url = f"http://127.0.0.1:{port}/v1/models"
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=2.0)) as client:
+            response = await client.get(url)
+        models = response.json().get("data") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    for model in models if isinstance(models, list) else []:
+        value = model.get("max_model_len") if isinstance(model, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from worker.config.owned import HIDDEN_ENV
 from worker.config.settings import Settings
 
 
-def vllm_argv(settings: Settings) -> list[str]:
-    """``VLLM_COMMAND``, vLLM's arguments, then the address the worker's proxy calls."""
+def vllm_argv(settings: Settings, args: Sequence[str] | None = None) -> list[str]:
+    """``VLLM_COMMAND``, vLLM's arguments (``args``: as a relaunch changed them), then the
+    address the worker's proxy calls."""
     return [
         *settings.vllm_command,
-        *settings.vllm_args,
+        *(settings.vllm_args if args is None else args),
         "--host",
         "127.0.0.1",
         "--port",

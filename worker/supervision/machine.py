@@ -6,6 +6,8 @@
                        ▼                                                 ▼
           failed-permanent | failed-transient ◀──────── vLLM died ───────┘
     any state ──SIGTERM──▶ stopped
+    starting | downloading | loading ──relaunch──▶ starting   (worker.supervision.relaunch:
+        a failure a relaunch with what vLLM measured can fix; at most two, never settled)
 
 The model calls an injected ``Effects`` object for everything outside itself
 (logging, killing vLLM, waking waiters), so the machine is tested without processes.
@@ -33,6 +35,9 @@ TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": "failed_permanently", "source": _STARTING, "dest": S.FAILED_PERMANENT},
     {"trigger": "failed_transiently", "source": [*_STARTING, S.READY], "dest": S.FAILED_TRANSIENT},
     {"trigger": "stop", "source": [*_STARTING, S.READY], "dest": S.STOPPED},
+    # A failed start that a relaunch can fix (worker.supervision.relaunch): vLLM is
+    # started again in this container; the failure is never settled on.
+    {"trigger": "relaunch", "source": _STARTING, "dest": S.STARTING},
 ]
 
 
@@ -58,6 +63,7 @@ class Lifecycle:
         def failed_permanently(self) -> bool: ...
         def failed_transiently(self) -> bool: ...
         def stop(self) -> bool: ...
+        def relaunch(self) -> bool: ...
 
     def __init__(self, effects: Effects):
         self.effects = effects

@@ -4,7 +4,9 @@ It owns the parts and wires them: the process (``vllm_process``: spawn, drain, k
 group), the classifier that reads every line, the lifecycle and its effects (``machine``,
 ``effects``), the watchdog (``watchdog``: fatal wait, startup and stall limits), the
 health probe (``health``), the download watch and the crash-loop breaker
-(``worker.crashloop.crash_loop``). It runs on its own asyncio loop in
+(``worker.crashloop.crash_loop``). A failure that a relaunch with what vLLM measured can
+fix (``relaunch``) starts vLLM again in this container, at most twice. It runs on its
+own asyncio loop in
 a background thread so the RunPod SDK can own the main thread; other threads read
 ``state`` and wait on ``settled``, ``spawned`` and ``stopped``.
 
@@ -30,11 +32,12 @@ from worker.config.settings import Settings
 from worker.crashloop.crash_loop import CrashLoopBreaker
 from worker.preflight import PreflightResult
 from worker.seams.downloads import DownloadWatch, hf_cache_dir
-from worker.supervision import launch
+from worker.supervision import launch, relaunch
 from worker.supervision.coldstart import ColdStartClock, timing_markers
 from worker.supervision.effects import WorkerEffects
 from worker.supervision.follower import Output, StartFollower, Timing
 from worker.supervision.machine import Lifecycle
+from worker.supervision.relaunch import Relaunch
 from worker.supervision.vllm_process import VllmProcess
 from worker.supervision.watchdog import Watchdog
 
@@ -73,8 +76,11 @@ class Supervisor:
         preflight: Callable[[Mapping[str, str]], PreflightResult] | None = None,
     ):
         self.settings, self.timing = settings, timing or Timing()
+        self.pack, self.clock = pack, clock
         self.redact = Redactor(secrets_of(env))
         self.classifier = Classifier(pack, redactor=self.redact)
+        self.args = list(settings.vllm_args)  # vLLM's arguments now (a relaunch changes them)
+        self._stop_requested = False
         self.exit_code: int | None = None
         self._config_failure, self._preflight = config_failure, preflight
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -105,6 +111,7 @@ class Supervisor:
             clock=clock,
             timing=self.timing,
         )
+        self.follower.relaunch_for = self._relaunch_for
         self.settled = self.effects.settled
         self.stopped = threading.Event()
         # Set once vLLM was spawned (or will not be): whatever forks in this process (the
@@ -130,6 +137,12 @@ class Supervisor:
     def tail(self, count: int = 60) -> list[str]:
         return self.classifier.tail(count)
 
+    def start_info(self) -> dict:
+        """What the worker states about this start: ``max_model_len`` (the length vLLM
+        serves, once ready), ``estimate`` (the pre-flight's numbers) and ``relaunches``."""
+        info = self.effects.info
+        return {**info, "relaunches": list(info["relaunches"])}
+
     # -- called from other threads
 
     def start(self) -> None:
@@ -148,6 +161,7 @@ class Supervisor:
 
     def request_stop(self) -> None:
         """Thread-safe: stop vLLM (SIGTERM to its group, SIGKILL after the grace period)."""
+        self._stop_requested = True
         self.process.request_stop()
         self._stop_soon()
 
@@ -173,6 +187,29 @@ class Supervisor:
         follow = self.follower
         if self._preflight is not None and await follow.predicted_failure(self._preflight):
             return
+        initial = relaunch.auto_length(self.args, self.effects.info.get("estimate"))
+        if initial is not None:
+            self._replace_process(initial.changes)
+            log.info(
+                "worker.max_model_len",
+                source="estimate",
+                reason=initial.reason,
+                max_model_len=initial.changes.get("MAX_MODEL_LEN") or None,
+            )
+        while True:
+            await self._run_once()
+            pending, follow.pending = follow.pending, None
+            if pending is None or self.lifecycle.settled:
+                return
+            if self._stop_requested:
+                self.lifecycle.stop()
+                return
+            self._replace_process(pending.changes)
+
+    async def _run_once(self) -> None:
+        """One vLLM process: spawn it, read its output to the end, settle by its exit
+        (or leave a relaunch pending)."""
+        follow = self.follower
         cache = hf_cache_dir(self.process.env)
         command = self.redact(" ".join(self.process.argv))
         log.info("vllm.spawning", command=command, hf_cache=str(cache))
@@ -200,6 +237,46 @@ class Supervisor:
                 task.cancel()
             await self.process.kill()  # reap stragglers in the group, even after a clean exit
         follow.exited(self.exit_code)
+
+    def _replace_process(self, changes: dict[str, str]) -> None:
+        """A new vLLM process (and classifier, watchdog) with ``changes`` made."""
+        self.args, env = relaunch.apply(self.args, self.process.env, changes)
+        argv = launch.vllm_argv(self.settings, self.args)
+        self.process = VllmProcess(argv, env, self.settings.shutdown_grace_s)
+        if self._stop_requested:
+            self.process.request_stop()
+        self.classifier = Classifier(self.pack, redactor=self.redact)
+        self.watchdog = Watchdog(
+            self.classifier,
+            self.clock(),
+            self.settings.startup_timeout_s,
+            self.settings.stall_timeout_s,
+            self.timing.linger_after_fatal_s,
+        )
+        follow = self.follower
+        follow.process, follow.classifier, follow.watchdog = (
+            self.process,
+            self.classifier,
+            self.watchdog,
+        )
+        follow.probe = None
+
+    def _relaunch_for(self, diagnosis: Diagnosis) -> Relaunch | None:
+        """The relaunch a failure of a spawned vLLM calls for (``relaunch.decide``)."""
+        if self.process.pid is None or self._stop_requested or self.effects.breaker is None:
+            return None
+        estimate = self.effects.info.get("estimate") or {}
+        context = relaunch.context_of(
+            self.settings.vllm_args,
+            self.args,
+            self.process.env,
+            auto_relax=self.settings.auto_relax,
+            weights_fit=estimate.get("weights_fit"),
+            done=tuple(r["kind"] for r in self.effects.info["relaunches"]),
+            breaker_allows=self.effects.breaker.allows_relaunch(),
+        )
+        failure = relaunch.failure_of(diagnosis, self.pack, self.lifecycle.state)
+        return relaunch.decide(failure, context)
 
     def _stop_soon(self) -> None:
         """Thread-safe: have the supervisor's loop stop vLLM's process group."""
