@@ -70,12 +70,16 @@ ARG TOKENIZER_REVISION=""
 ARG QUANTIZATION=""
 ENV QUANTIZATION=${QUANTIZATION}
 # A Hugging Face mirror (or a local hub) to bake from; empty: huggingface.co. Used by
-# the bake step only, never stored in the image's environment.
+# the bake step only and not in the image's environment, but a build arg used in a RUN
+# step is recorded in the image history: a mirror whose URL holds credentials goes in as
+# the HF_ENDPOINT build secret instead (--secret id=HF_ENDPOINT,env=HF_ENDPOINT).
 ARG HF_ENDPOINT=""
 
-# The token is mounted at /run/secrets/HF_TOKEN for this step only: it never reaches a
-# layer or the image history. The download's own Hub cache (HF_HOME) is a temporary one.
+# The token (and a secret HF_ENDPOINT) are mounted at /run/secrets/ for this step only:
+# they never reach a layer or the image history. The download's own Hub cache (HF_HOME)
+# is a temporary one.
 RUN --mount=type=secret,id=HF_TOKEN \
+    --mount=type=secret,id=HF_ENDPOINT \
     if [ -z "${HF_ENDPOINT}" ]; then unset HF_ENDPOINT; fi; \
     if [ -n "${MODEL_NAME}" ]; then \
         HF_HOME=/tmp/bake-hf-home /opt/worker/bin/python -m worker.image.bake --target /model \

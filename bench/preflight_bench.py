@@ -64,7 +64,7 @@ CASES = {  # name -> (model, extra args, expected rule or None)
     "too long": ("org/ok", ["--max-model-len", "8192"], "max-model-len-above-model-limit"),
     "unsupported arch": ("org/arch", [], "architecture-not-supported"),
     "custom code": ("org/custom", [], "remote-code-required"),
-    "141 GB weights": ("org/big", [], "kv-cache-no-memory"),
+    "141 GB weights": ("org/big", [], "host-memory-exhausted"),
 }
 COLD = """
 import sys, time

@@ -42,10 +42,17 @@ ALLOWED: dict[str, set[str]] = {
     # worker/: settings and seams at the bottom, the two modes at the top
     "worker.seams": {"diagnostics.redaction"},
     "worker.config": {"diagnostics.redaction"},
-    "worker.image": set(),
+    "worker.image": {"diagnostics.redaction"},
     "worker.modelinfo": {"worker.seams"},
+    "worker.memory": set(),
     "worker.crashloop": {"worker.config", *DIAGNOSTICS},
-    "worker.preflight": {"worker.config", "worker.modelinfo", "worker.seams", *DIAGNOSTICS},
+    "worker.preflight": {
+        "worker.config",
+        "worker.memory",
+        "worker.modelinfo",
+        "worker.seams",
+        *DIAGNOSTICS,
+    },
     "worker.supervision": {
         "worker.config",
         "worker.crashloop",

@@ -15,8 +15,10 @@ the crash-loop ledger key, the log pipeline) asks here. Pure: no I/O.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable, Mapping
+from urllib.parse import unquote
 
 # A name ending in one of these words holds a secret.
 SECRET_WORDS = frozenset(
@@ -81,13 +83,17 @@ def secret_flag(arg: str) -> bool:
 
 
 def url_credentials(text: str) -> list[str]:
-    """The user-info parts (``user:password``, a token) of URLs in ``text``, and the passwords."""
+    """The user-info parts (``user:password``, a token) of URLs in ``text``, and the
+    passwords; each also percent-decoded, and ``user:password`` as HTTP basic auth sends
+    it (base64), the form a server that echoes its request's headers repeats."""
     found: list[str] = []
     for match in _URL_USERINFO.finditer(text):
         userinfo = match.group(2)
-        found.append(userinfo)
+        plain = unquote(userinfo)
+        found += [userinfo, plain]
         if ":" in userinfo:
-            found.append(userinfo.split(":", 1)[1])
+            found += [userinfo.split(":", 1)[1], plain.split(":", 1)[1]]
+            found.append(base64.b64encode(plain.encode()).decode())
     return found
 
 

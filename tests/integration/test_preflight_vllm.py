@@ -45,7 +45,7 @@ CASES = {  # repo -> (config, rule a failed launch gives, category)
         "architecture-not-supported",
         "model_requirement",
     ),
-    "org/big": ({**CONFIG, "torch_dtype": "bfloat16"}, "kv-cache-no-memory", "kv_cache"),
+    "org/big": ({**CONFIG, "torch_dtype": "bfloat16"}, "host-memory-exhausted", "oom"),
 }
 
 

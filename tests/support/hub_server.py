@@ -21,7 +21,9 @@ request with a given status (5xx/429 stand-ins). ``described`` files (path -> si
 parameter counts) are listed with their sizes but hold no data: a weight file of tens of GB
 can be described without existing; if one is fetched anyway it streams zeros.
 ``weight_bytes_served`` counts body bytes of weight files sent, so a test can prove that
-nothing was downloaded. Only stdlib is used, so it runs in either venv. It never contacts
+nothing was downloaded. ``hostile`` repos misbehave as a broken or hostile mirror would
+(``Hostile``: model info fields replaced, answers streamed from a generator, gzip-encoded,
+trickled a byte at a time, error answers that echo the request's token). Only stdlib is used, so it runs in either venv. It never contacts
 anything and only logs requests to stderr when asked to.
 
 Manual use::
@@ -40,7 +42,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -60,6 +62,29 @@ class Described:
 
     size: int
     parameters: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class Body:
+    """A raw answer body: ``chunks()`` yields it (possibly without end), sent as it comes
+    with no Content-Length (the connection closes after it), ``encoding`` as the
+    Content-Encoding header, ``pause_s`` slept before each chunk (a trickle)."""
+
+    chunks: Callable[[], Iterable[bytes]]
+    encoding: str | None = None
+    pause_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """How a repo misbehaves: ``info`` replaces fields of the model info (any JSON values)
+    or all of it (a ``Body``); ``files`` replaces what ``resolve`` answers for some paths;
+    ``echo_token`` answers every request 403 with its Authorization header in the message
+    (as a careless proxy would)."""
+
+    info: Mapping[str, object] | Body | None = None
+    files: Mapping[str, Body] | None = None
+    echo_token: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,9 +259,11 @@ class _Hub:
         throttle_glob: str,
         log: bool,
         failing: Mapping[str, int] | None = None,
+        hostile: Mapping[str, Hostile] | None = None,
     ) -> None:
         self.repos = dict(repos)
         self.failing = dict(failing or {})
+        self.hostile = dict(hostile or {})
         self.weight_bytes_served = 0
         self._count_lock = threading.Lock()
         self.throttle_bps = throttle_bps
@@ -298,6 +325,49 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(
             status, body, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
         )
+
+    def _raw(self, body: Body) -> None:
+        """Send ``body`` as it comes, then close the connection."""
+        self._record(HTTPStatus.OK)
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "application/json")
+        if body.encoding:
+            self.send_header("Content-Encoding", body.encoding)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        if self.command == "HEAD":
+            return
+        try:
+            for chunk in body.chunks():
+                if body.pause_s and self.hub.stopping.wait(body.pause_s):
+                    return
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    def _hostile(self, repo_id: str, file: str | None) -> bool:
+        """Answer as the hostile repo does; False when it answers normally here."""
+        hostile = self.hub.hostile.get(repo_id)
+        if hostile is None:
+            return False
+        if hostile.echo_token:
+            said = f"Access denied for {self.headers.get('Authorization', 'no token')}"
+            self._json(HTTPStatus.FORBIDDEN, {"error": said}, {"X-Error-Message": said})
+            return True
+        if file is None and isinstance(hostile.info, Body):
+            self._raw(hostile.info)
+            return True
+        if file is None and isinstance(hostile.info, Mapping):
+            query = parse_qs(urlsplit(self.path).query)
+            blobs = any(v.lower() == "true" for v in query.get("blobs", []))
+            self._json(HTTPStatus.OK, {**self.hub.repos[repo_id].info(blobs), **hostile.info})
+            return True
+        if file is not None and file in (hostile.files or {}):
+            self._raw((hostile.files or {})[file])
+            return True
+        return False
 
     def _error(self, status: int, code: str, message: str) -> None:
         headers = {"X-Error-Code": code, "X-Error-Message": message}
@@ -362,6 +432,8 @@ class _Handler(BaseHTTPRequestHandler):
         rev = match["rev"] or match["trev"] or "main"
         if not self._check_revision(repo, rev):
             return
+        if match["op"] is None and self._hostile(repo_id, None):
+            return
         if match["op"] == "tree":
             sub = (match["sub"] or "").strip("/")
             prefix = f"{sub}/" if sub else ""
@@ -384,6 +456,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._repo_not_found()
             return
         if not self._check_revision(repo, rev):
+            return
+        if self._hostile(repo_id, filename):
             return
         if repo.gated:
             self._gated(repo)
@@ -548,6 +622,7 @@ class HubServer:
         described: Mapping[str, Mapping[str, Described]] | None = None,
         revisions: Mapping[str, Iterable[str]] | None = None,
         failing: Mapping[str, int] | None = None,
+        hostile: Mapping[str, Hostile] | None = None,
     ) -> None:
         gated_ids = set(gated)
         unknown = gated_ids - set(repos)
@@ -567,7 +642,7 @@ class HubServer:
             )
             for repo_id, root in repos.items()
         }
-        self._hub = _Hub(built, throttle_bps, throttle_glob, log_requests, failing)
+        self._hub = _Hub(built, throttle_bps, throttle_glob, log_requests, failing, hostile)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

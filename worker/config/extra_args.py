@@ -1,12 +1,14 @@
 """``VLLM_EXTRA_ARGS``: extra `vllm serve` arguments, split like a shell would, with the
 flags the worker owns removed. An option is resolved the way vLLM's argparse resolves it
 (``--api-k`` is ``--api-key``: argparse accepts unique prefixes), so an abbreviation
-cannot slip a server-owned flag past the filter. Pure."""
+cannot slip a server-owned flag past the filter. A ``--config`` file named here gets the
+checks ``VLLM_CONFIG_FILE`` gets (``worker.config.config_file``): the only I/O."""
 
 from __future__ import annotations
 
 import shlex
 
+from worker.config.config_file import check_config_file
 from worker.config.errors import ConfigError
 from worker.config.owned import SERVER_OWNED
 from worker.config.snapshot import Flags
@@ -35,6 +37,12 @@ def strip_server_owned(tokens: list[str], flags: Flags) -> tuple[list[str], list
         i += 1
         if owner not in SERVER_OWNED:
             kept.append(token)
+            if owner == "--config":
+                path = token.partition("=")[2] if has_inline_value else None
+                if path is None and i < len(tokens):
+                    path = tokens[i]
+                if path:
+                    warnings += check_config_file(VAR, path, flags)[1]
             continue
         shown = option if option == owner else f"{option} (vLLM reads it as {owner})"
         warnings.append(f"{VAR}: {shown} was removed: {SERVER_OWNED[owner]}")

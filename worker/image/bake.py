@@ -8,11 +8,17 @@ This module owns the build-time half of the baked-model contract; the run-time h
     TARGET/baked.json   {"model_name", "model_path", "tokenizer_path", ...}; written last
 
 When the model repo has safetensors weights, its other weight formats (``*.bin``,
-``*.pth``, ...) are skipped: vLLM loads safetensors first and would never read them.
+``*.pth``, ...) are skipped: vLLM loads safetensors first and would never read them. When
+it has ``consolidated*.safetensors`` (Mistral's layout, beside sharded copies of the same
+weights), vLLM 0.32's automatic load format reads only those, so the other copy and its
+index are skipped too (``duplicate_weights``).
 
 ``python -m worker.image.bake`` is what the Dockerfile runs. The token comes from ``HF_TOKEN``
-or the BuildKit secret file ``/run/secrets/HF_TOKEN`` and is never printed. Failures are
-one line on stderr naming the repo and what to change, with exit status 1.
+or the BuildKit secret file ``/run/secrets/HF_TOKEN``, the hub from ``HF_ENDPOINT`` or
+the secret file ``/run/secrets/HF_ENDPOINT`` (a mirror whose URL holds credentials);
+neither is ever printed: the endpoint is shown without its ``user:password@`` and every
+hub text has the token and those credentials taken out (``_hide``). Failures are one line
+on stderr naming the repo and what to change, with exit status 1.
 
 Must not read the environment or touch the network at import; only ``main`` reads them.
 """
@@ -20,16 +26,24 @@ Must not read the environment or touch the network at import; only ``main`` read
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from diagnostics.redaction.redact import Redactor
+from diagnostics.redaction.secrets import secret_values
+
 DEFAULT_TARGET = Path("/model")
 SECRET_FILE = Path("/run/secrets/HF_TOKEN")
+ENDPOINT_SECRET_FILE = Path("/run/secrets/HF_ENDPOINT")
+# scheme://user:password@ or scheme://token@ in a URL: dropped from the endpoint shown.
+_USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,30}://)[^\s/@?#\"'<>]+@")
 MANIFEST_NAME = "baked.json"
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
@@ -77,6 +91,49 @@ def read_token(env: Mapping[str, str], secret_file: Path = SECRET_FILE) -> str |
     return token or None
 
 
+def read_endpoint(env: Mapping[str, str], secret_file: Path = ENDPOINT_SECRET_FILE) -> str | None:
+    """The hub to bake from: ``HF_ENDPOINT``, else the BuildKit secret file, else None."""
+    endpoint = env.get("HF_ENDPOINT", "").strip()
+    if endpoint:
+        return endpoint
+    try:
+        endpoint = secret_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return endpoint or None
+
+
+def public_endpoint(endpoint: str) -> str:
+    """``endpoint`` as it may be shown: without ``user:password@``."""
+    return _USERINFO.sub(r"\1", endpoint)
+
+
+def _secrets_of(token: str | None, endpoint: str | None) -> list[str]:
+    """The exact values never to show: the token and the endpoint's credentials (the one
+    secret rule, ``diagnostics.redaction.secrets``)."""
+    return secret_values({"HF_TOKEN": token or "", "HF_ENDPOINT": endpoint or ""})
+
+
+def _hide(text: str, secrets: Sequence[str]) -> str:
+    return Redactor(secrets)(text)
+
+
+def duplicate_weights(files: Iterable[str]) -> list[str]:
+    """Weight files vLLM never reads because of another copy: beside
+    ``consolidated*.safetensors`` vLLM 0.32 (load format auto) reads only those, so the
+    other safetensors files and their index are not downloaded."""
+    names = list(files)
+    if not any(fnmatch.fnmatch(n.rsplit("/", 1)[-1], "consolidated*.safetensors") for n in names):
+        return []
+    return sorted(
+        n
+        for n in names
+        if "/" not in n
+        and (n.endswith(".safetensors") or n == "model.safetensors.index.json")
+        and not fnmatch.fnmatch(n, "consolidated*")
+    )
+
+
 def skipped_weights(files: Iterable[str]) -> list[str]:
     """Patterns of weight files not to download: other formats when safetensors exist."""
     names = list(files)
@@ -91,7 +148,13 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _explain(exc: Exception, repo: Repo, token: str | None, endpoint: str) -> BakeError:
-    """The huggingface_hub failure as one line naming the repo and the build arg to fix."""
+    """The huggingface_hub failure as one line naming the repo and the build arg to fix,
+    with the token and the endpoint's credentials taken out."""
+    explained = _explain_raw(exc, repo, token, public_endpoint(endpoint))
+    return BakeError(_hide(str(explained), _secrets_of(token, endpoint)))
+
+
+def _explain_raw(exc: Exception, repo: Repo, token: str | None, endpoint: str) -> BakeError:
     from huggingface_hub.errors import (
         GatedRepoError,
         HFValidationError,
@@ -152,11 +215,16 @@ def _download(
         if weights:
             ignore = skipped_weights(files)
             skipping = f"; skipping other weight formats: {', '.join(ignore)}" if ignore else ""
+            duplicates = duplicate_weights(files)
+            if duplicates:
+                ignore += duplicates
+                skipping += f"; skipping the copy vLLM does not load: {', '.join(duplicates)}"
         else:
             ignore, skipping = ["*.safetensors", *OTHER_WEIGHTS], "; tokenizer files only"
         say(
             f"downloading {repo.repo_id}@{repo.revision} (commit {commit}, "
             f"{len(files)} files in the repo) into {dest}{skipping}"
+            + (f" from {public_endpoint(shown_endpoint)}" if endpoint else "")
         )
         started = time.monotonic()
         snapshot_download(
@@ -244,7 +312,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         prog="python -m worker.image.bake",
         description="Download a model from the Hugging Face Hub into an image and write "
         "the manifest the worker serves it from. The token is read from HF_TOKEN or "
-        f"{SECRET_FILE}; the hub from HF_ENDPOINT.",
+        f"{SECRET_FILE}; the hub from HF_ENDPOINT or {ENDPOINT_SECRET_FILE}.",
     )
     parser.add_argument("--model", default=env.get("MODEL_NAME", ""), help="repo id (MODEL_NAME)")
     parser.add_argument(
@@ -281,7 +349,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             tokenizer=args.tokenizer.strip() or None,
             tokenizer_revision=args.tokenizer_revision.strip() or None,
             token=read_token(env),
-            endpoint=env.get("HF_ENDPOINT", "").strip() or None,
+            endpoint=read_endpoint(env),
             say=say,
         )
     except BakeError as exc:

@@ -35,11 +35,11 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from worker.preflight.alternatives import render, suggest
-from worker.preflight.arch import read_arch
-from worker.preflight.memory_model import MemoryEstimate, estimate_memory
-from worker.preflight.row_input import InputError, RunSpec, parse_row
-from worker.preflight.vllm_defaults import GIB
+from worker.memory.alternatives import render, suggest
+from worker.memory.arch import read_arch
+from worker.memory.memory_model import MemoryEstimate, estimate_memory
+from worker.memory.row_input import InputError, RunSpec, parse_row
+from worker.memory.vllm_defaults import GIB
 
 
 def _gib(value: float | None) -> float | None:

@@ -113,7 +113,7 @@ def weight_bytes(facts: ModelFacts, req: Request) -> int | None:
             size = each if dtype.upper() in _FLOATS else (_dtype_bytes(dtype.upper()) or 1)
             total += int(count) * size
         return total
-    files = facts.weight_bytes
+    files = facts.weight_bytes_for(req.load_format)
     if files is None:
         return None
     if not quantized:
@@ -185,11 +185,11 @@ def check_fit(
         return None
     per_device = weights // budget.devices
     if per_device > budget.budget * MARGIN:
-        rule = (
-            "cuda-oom"
-            if budget.platform == "gpu" and per_device > budget.device_total
-            else "kv-cache-no-memory"
-        )
+        # Beyond the whole device the weights cannot even load: out of memory (on vLLM's
+        # CPU build, of host memory). Within it but above vLLM's share: no KV cache room.
+        rule = "kv-cache-no-memory"
+        if per_device > budget.device_total:
+            rule = "cuda-oom" if budget.platform == "gpu" else "host-memory-exhausted"
         return Prediction(
             rule,
             detail=f"The weights need {_gib(per_device)} GiB per device but vLLM may use "

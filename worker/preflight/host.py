@@ -7,6 +7,9 @@ job loop starts, and ends the process with ``os._exit(1)`` on a failure: no diag
 no answered job, a crash loop, and the GPU test competing with vLLM's memory profiling.
 Here the same registered checks run first, each under a timeout, and a failure is
 returned; the SDK's registry is then emptied, so its start finds nothing left to run.
+Each check runs in a daemon thread of its own, joined for at most the timeout: a check
+that never returns (a synchronous one blocked in the driver) is left behind, not waited
+for (``asyncio.to_thread`` would have been: its executor is joined when the loop ends).
 The checks honour the SDK's own knobs (RUNPOD_MIN_MEMORY_GB, RUNPOD_MIN_DISK_PERCENT,
 RUNPOD_SKIP_AUTO_SYSTEM_CHECKS, RUNPOD_SKIP_GPU_CHECK, ...).
 
@@ -17,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -56,11 +61,30 @@ def take_sdk_checks() -> list[Callable]:
     return checks
 
 
-async def _run_one(check: Callable, timeout: float) -> None:
-    if inspect.iscoroutinefunction(check):
-        await asyncio.wait_for(check(), timeout)
-    else:
-        await asyncio.wait_for(asyncio.to_thread(check), timeout)
+def _run_one(check: Callable, timeout: float) -> None:
+    """Run ``check`` (sync or async) in a daemon thread; TimeoutError when it has not
+    returned after ``timeout`` seconds; its own exception when it failed."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            if inspect.iscoroutinefunction(check):
+                asyncio.run(check())
+            else:
+                outcome = check()
+                if inspect.isawaitable(outcome):
+                    asyncio.run(outcome)  # type: ignore[arg-type]
+        except BaseException as exc:  # a check that calls sys.exit fails too
+            box["error"] = exc
+
+    name = getattr(check, "__name__", "check")
+    thread = threading.Thread(target=target, name=f"host-check-{name}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(name)
+    if "error" in box:
+        raise box["error"]
 
 
 def run_checks(checks: list[Callable], timeout: float) -> HostReport:
@@ -68,19 +92,15 @@ def run_checks(checks: list[Callable], timeout: float) -> HostReport:
     passed: list[str] = []
     timed_out: list[str] = []
 
-    async def main() -> HostFailure | None:
-        for check in checks:
-            name = getattr(check, "__name__", "check").strip("_")
-            try:
-                await _run_one(check, timeout)
-            except TimeoutError:
-                timed_out.append(name)  # no answer is not a definite one: go ahead
-                continue
-            except Exception as exc:
-                message = " ".join(str(exc).split()) or type(exc).__name__
-                return HostFailure(name, message, _category(name))
-            passed.append(name)
-        return None
-
-    failure = asyncio.run(main())
-    return HostReport(passed, failure, timed_out)
+    for check in checks:
+        name = getattr(check, "__name__", "check").strip("_")
+        try:
+            _run_one(check, timeout)
+        except TimeoutError:
+            timed_out.append(name)  # no answer is not a definite one: go ahead
+            continue
+        except BaseException as exc:
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            return HostReport(passed, HostFailure(name, message, _category(name)), timed_out)
+        passed.append(name)
+    return HostReport(passed, None, timed_out)

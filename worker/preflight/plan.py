@@ -12,29 +12,19 @@ the arguments. Pure apart from importing the estimator.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from worker.modelinfo.facts import ModelFacts
 from worker.preflight import fit
+from worker.preflight.estimate import estimate
 from worker.preflight.prediction import Prediction
 from worker.preflight.request import Request
 from worker.seams.gpus import GIB, Inventory
 
 MIB = 1 << 20
 Estimator = Callable[[Mapping[str, Any]], Mapping[str, Any]]
-
-
-def calibrated_estimator() -> Estimator | None:
-    """``worker.preflight.estimate.estimate`` when that module exists, else None."""
-    try:
-        module = importlib.import_module("worker.preflight.estimate")
-    except ImportError:
-        return None
-    found = getattr(module, "estimate", None)
-    return found if callable(found) else None
 
 
 def estimator_row(
@@ -118,10 +108,10 @@ def plan(
     configured length and whether the weights fit (always the conservative judgement).
     ``model_len``: the model's own limit."""
     base = conservative(facts, req, inv, build, model_len)
-    estimator = estimator if estimator is not None else calibrated_estimator()
+    estimator = estimator if estimator is not None else estimate
     numbers: dict[str, Any] | None = None
-    row = estimator_row(facts, req, inv, build, vllm_version) if estimator else None
-    if estimator is not None and row is not None:
+    row = estimator_row(facts, req, inv, build, vllm_version)
+    if row is not None:
         try:
             got = estimator(row)
         except Exception as exc:  # an estimate is a statement, never a reason to stop

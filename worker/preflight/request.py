@@ -21,6 +21,7 @@ class Request:
     model: str
     revision: str | None = None
     max_model_len: int | None = None  # None: the model's own limit (or "auto"/-1)
+    max_model_len_auto: bool = False  # "auto"/-1: the largest length that fits
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     quantization: str | None = None
@@ -97,13 +98,15 @@ def read_request(
 
     max_len = value("--max-model-len")
     max_model_len = None
-    if max_len is not None and max_len.strip().lower() not in ("auto", "-1", "none", ""):
+    auto = max_len is not None and max_len.strip().lower() in ("auto", "-1")
+    if max_len is not None and not auto and max_len.strip().lower() not in ("none", ""):
         max_model_len = human_readable_int(max_len)
     kv_bytes = value("--kv-cache-memory-bytes")
     return Request(
         model=model,
         revision=value("--revision"),
         max_model_len=max_model_len,
+        max_model_len_auto=auto,
         tensor_parallel_size=int(value("--tensor-parallel-size") or 1),
         pipeline_parallel_size=int(value("--pipeline-parallel-size") or 1),
         quantization=(value("--quantization") or None),

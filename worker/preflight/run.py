@@ -5,32 +5,40 @@ metadata or the local model folder, config.json, the GPUs, the disk), and return
 ``Diagnosis`` only for a definite answer: a refusal of the hub (401/403/404, a missing
 revision), a model this vLLM cannot load, options the model rules out, weights or a KV
 cache that cannot fit, a disk that cannot hold the download, a host that fails the SDK's
-checks. Anything uncertain (a slow or failing hub, no NVML, a layout not modelled) is a
-finding and the launch goes ahead. Every network call has a timeout.
+checks. Anything uncertain (a slow, failing, oversized or implausible hub answer, no
+NVML, a layout not modelled) is a finding and the launch goes ahead. The hub's answers
+have a total deadline (``timeout``), NVML has one too (a wedged driver is a host fault),
+and every text repeated from outside passes through the secret rule
+(``diagnostics.redaction``): the exact values of HF_TOKEN and of HF_ENDPOINT's
+credentials included.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from diagnostics import Category, Diagnosis, RulePack
+from diagnostics import Category, Diagnosis, Evidence, RulePack, State
+from diagnostics.redaction.redact import Redactor
+from diagnostics.redaction.secrets import secret_values
+from worker.config.config_file import read_config_file
+from worker.config.errors import ConfigError
 from worker.modelinfo import hub, local
 from worker.modelinfo.facts import ModelFacts
-from worker.preflight import checks, disk, fit, host
+from worker.preflight import checks, disk, fit, host, plan
 from worker.preflight.checks import Registry
 from worker.preflight.prediction import Prediction
 from worker.preflight.registry import load_registry
 from worker.preflight.request import Request, config_file_of, read_request
-from worker.preflight.wording import diagnose, host_fault
+from worker.preflight.wording import BEFORE_LAUNCH, EVIDENCE_PREFIX, diagnose, host_fault
 from worker.seams.gpus import GIB, Inventory, read_inventory
 
 _TRUE = ("1", "true", "yes", "on")
+# A download larger than this is not a plausible model: no disk-full verdict for it.
+MAX_PLAUSIBLE_DOWNLOAD = 1 << 45  # 32 TiB
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class PreflightResult:
     diagnosis: Diagnosis | None
     findings: list[Finding] = field(default_factory=list)
     elapsed_s: float = 0.0
+    plan: dict[str, Any] | None = None  # the numbers the worker states (preflight.plan)
 
     def summary(self) -> dict[str, Any]:
         """Fields for the log event and the cold-start summary."""
@@ -60,15 +69,25 @@ class PreflightResult:
 
 
 class _Steps:
-    def __init__(self, clock: Callable[[], float]):
+    def __init__(self, clock: Callable[[], float], redact: Callable[[str], str] = str):
         self.clock = clock
+        self.redact = redact
         self.findings: list[Finding] = []
         self._mark = clock()
+        self.plan: dict[str, Any] | None = None
 
     def note(self, step: str, outcome: str, detail: str) -> None:
         now = self.clock()
-        self.findings.append(Finding(step, outcome, detail, round((now - self._mark) * 1000, 1)))
+        ms = round((now - self._mark) * 1000, 1)
+        self.findings.append(Finding(step, outcome, self.redact(detail), ms))
         self._mark = now
+
+
+def redactor_for(env: Mapping[str, str]) -> Redactor:
+    """The secret rule with this environment's values: HF_TOKEN (and any other secret
+    variable) and the credentials in HF_ENDPOINT (as written, decoded and as basic auth
+    sends them), found wherever a hub repeats them."""
+    return Redactor(secret_values(env))
 
 
 def _is_true(value: str | None) -> bool:
@@ -79,14 +98,28 @@ def _token(env: Mapping[str, str]) -> str | None:
     return env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None
 
 
-def _yaml_config(path: str | None) -> dict[str, Any]:
+def _config_values(path: str | None) -> dict[str, Any]:
+    """The scalar values of the --config file, read with VLLM_CONFIG_FILE's checks (a
+    regular file, bounded, no YAML aliases): the mapping the settings read, when they did.
+    Raises ConfigError when the file cannot be read that way."""
     if not path:
         return {}
-    try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
+    data = read_config_file("--config", path)
+    return {k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
+
+
+def nvml_fault(error: str) -> Diagnosis:
+    """NVML did not answer in time: the GPU driver is wedged; another host may do."""
+    return Diagnosis(
+        state=State.FAILED_TRANSIENT,
+        category=Category.CUDA_FAULT,
+        rule="nvml-no-answer",
+        evidence=Evidence(0, f"{EVIDENCE_PREFIX}{error}"),
+        cause=f"The GPU driver did not answer: {error}. The host is faulty (a wedged "
+        f"driver or GPU), so vLLM could not start on it either. {BEFORE_LAUNCH}",
+        fix="A restart on another host may help (the worker exits so the platform "
+        "retries elsewhere); if every host does this, report the GPU type to RunPod.",
+    )
 
 
 def _hub_prediction(refusal: hub.HubRefusal, req: Request) -> Prediction:
@@ -141,6 +174,18 @@ def _cached_bytes(cache_dir: Path, req: Request) -> dict[str, int]:
     return found.files if found else {}
 
 
+def _stated(
+    facts: ModelFacts, req: Request, inv: Inventory, build: str, model_len: int | None
+) -> dict[str, Any] | None:
+    """The numbers the worker states (``plan``); a failure there never stops a launch."""
+    try:
+        from worker.config.snapshot import load_flags
+
+        return plan.plan(facts, req, inv, build, model_len, vllm_version=load_flags().vllm_version)
+    except Exception as exc:
+        return {"plan_error": str(exc)[:200]}
+
+
 def run_preflight(
     settings: Any,
     env: Mapping[str, str],
@@ -149,7 +194,7 @@ def run_preflight(
     timeout: float = 10.0,
     cache_dir: Path | None = None,
     sdk_checks: bool | None = None,
-    inventory: Callable[[], Inventory] = read_inventory,
+    inventory: Callable[[], Inventory] | None = None,
     registry: Registry | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> PreflightResult:
@@ -162,12 +207,16 @@ def run_preflight(
     from worker.seams.downloads import hf_cache_dir
 
     started = clock()
-    steps = _Steps(clock)
+    redact = redactor_for(env)
+    steps = _Steps(clock, redact)
 
     def result(diagnosis: Diagnosis | None) -> PreflightResult:
-        return PreflightResult(diagnosis, steps.findings, clock() - started)
+        return PreflightResult(diagnosis, steps.findings, clock() - started, steps.plan)
 
     def predicted(pred: Prediction, step: str) -> PreflightResult:
+        pred = replace(
+            pred, values={k: redact(v) for k, v in pred.values.items()}, detail=redact(pred.detail)
+        )
         diagnosis = diagnose(pack, pred.rule, pred.values, pred.detail)
         steps.note(step, "failed", f"{pred.rule}: {pred.detail}")
         return result(diagnosis)
@@ -179,8 +228,9 @@ def run_preflight(
         report = host.run_checks(host.take_sdk_checks(), max(timeout, 35.0))
         if report.failure is not None:
             f = report.failure
-            steps.note("host", "failed", f"{f.check}: {f.error}")
-            return result(host_fault(f.check, f.error, Category(f.category)))
+            error = redact(f.error)
+            steps.note("host", "failed", f"{f.check}: {error}")
+            return result(host_fault(f.check, error, Category(f.category)))
         steps.note(
             "host",
             "ok",
@@ -191,7 +241,10 @@ def run_preflight(
     # 2. What is asked of vLLM.
     args = list(settings.vllm_args)
     try:
-        req = read_request(args, settings.model, _yaml_config(config_file_of(args)))
+        req = read_request(args, settings.model, _config_values(config_file_of(args)))
+    except ConfigError as exc:
+        steps.note("request", "unknown", f"cannot read the --config file ({exc}); vLLM decides")
+        return result(None)
     except ValueError as exc:
         steps.note("request", "unknown", f"cannot read the arguments ({exc}); vLLM decides")
         return result(None)
@@ -208,11 +261,16 @@ def run_preflight(
     elif facts is None:
         steps.note("model", "unknown", "model files not readable here (offline, not cached)")
     else:
-        weights = facts.weight_bytes
+        weights = facts.weight_bytes_for(req.load_format)
         shown = (
-            f"{weights / GIB:.2f} GiB of weights" if weights is not None else "no weights listed"
+            f"{weights / GIB:.2f} GiB of weights"
+            if weights is not None
+            else "weights not known (none listed, a load format or index not read)"
         )
         steps.note("model", "ok", f"{facts.source}: {len(facts.files)} files, {shown}")
+        if facts.problems:
+            dropped = "; ".join(facts.problems[:5])
+            steps.note("model", "unknown", f"not judged, implausible or unreadable: {dropped}")
     config = facts.config if facts else None
 
     # 4. The model against this vLLM and the options.
@@ -223,25 +281,36 @@ def run_preflight(
         steps.note("config", "ok", f"architectures {config.get('architectures')}")
 
     # 5. The fit on this machine's GPUs (or host memory on vLLM's CPU build).
-    inv = inventory()
+    inv = inventory() if inventory is not None else read_inventory(env=env)
+    if inv.nvml_hung:
+        error = inv.error or "NVML did not answer"
+        steps.note("fit", "failed", error)
+        return result(nvml_fault(error))
     pred = checks.check_dtype(req, inv.min_capability)
     if pred is not None:
         return predicted(pred, "fit")
     if facts is not None:
         derived = checks.derived_max_len(config) if config else None
-        max_len = req.max_model_len or (derived[0] if derived else None)
+        model_len = derived[0] if derived else None
+        # MAX_MODEL_LEN=auto asks for whatever fits: only "nothing fits" stops it.
+        max_len = req.max_model_len or (fit.BLOCK if req.max_model_len_auto else model_len)
         pred = fit.check_fit(facts, req, inv, registry.build, max_len)
+        steps.plan = _stated(facts, req, inv, registry.build, model_len)
         if pred is not None:
-            return predicted(pred, "fit")
+            return predicted(plan.readable(pred, facts, req, inv, registry.build), "fit")
     where = f"{inv.count} GPU(s)" if inv.count else (inv.error or "no GPU")
     steps.note("fit", "ok" if facts else "skipped", where)
 
     # 6. The disk the download goes to.
-    if facts is not None and not facts.local:
+    fetched = facts.download_files(req.load_format) if facts is not None else None
+    if facts is not None and not facts.local and fetched is None:
+        steps.note("disk", "unknown", f"which files vLLM fetches is not known ({req.load_format})")
+    elif facts is not None and not facts.local and fetched is not None:
         cached = _cached_bytes(cache, req)
-        need = sum(
-            size for path, size in facts.download_files().items() if cached.get(path) != size
-        )
+        need = sum(size for path, size in fetched.items() if cached.get(path) != size)
+        if need > MAX_PLAUSIBLE_DOWNLOAD:
+            steps.note("disk", "unknown", f"{need / GIB:.2f} GiB is not a plausible download")
+            return result(None)
         pred = disk.check_disk(cache, need, disk.free_bytes(cache))
         if pred is not None:
             return predicted(pred, "disk")

@@ -70,19 +70,3 @@ def _sizes(root: Path) -> tuple[int, int]:
             else:
                 complete += size
     return incomplete, complete
-
-
-def hub_total_bytes(
-    repo_id: str, revision: str | None, endpoint: str | None, token: str | None
-) -> int | None:
-    """Total size of the repo's files from the hub's metadata, or None if unknown."""
-    try:
-        from huggingface_hub import HfApi
-
-        info = HfApi(endpoint=endpoint, token=token).model_info(
-            repo_id, revision=revision, files_metadata=True, timeout=10
-        )
-    except Exception:  # metadata is a nicety; any failure means "unknown"
-        return None
-    sizes = [s.size for s in (info.siblings or []) if s.size]
-    return sum(sizes) or None

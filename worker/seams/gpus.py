@@ -8,18 +8,32 @@ that backend GPU_MEMORY_UTILIZATION is a share of host RAM.
 
 Never raises: a missing library, no driver or a failing call gives an inventory with no
 GPUs and ``error`` saying why; callers then do not judge GPU fit.
+
+Never hangs: NVML runs in a daemon thread joined for ``NVML_DEADLINE_S``; a call that has
+not returned by then (``nvmlInit`` on a wedged driver never does) gives an inventory with
+``nvml_hung`` set, which the pre-flight treats as a faulty host.
+
+The GPUs are those vLLM will use: ``CUDA_VISIBLE_DEVICES`` (indexes, ``GPU-`` UUIDs or
+their unique prefixes; CUDA stops at the first entry it cannot read) is applied in CUDA's
+order. NVML numbers GPUs in PCI bus order; CUDA does too with
+``CUDA_DEVICE_ORDER=PCI_BUS_ID``, and by default (``FASTEST_FIRST``) only when the GPUs
+are all alike. Where the mapping cannot be known (GPUs of several kinds without
+PCI_BUS_ID, MIG instances, a repeated entry), no GPU is listed and ``error`` says why.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 GIB = 1024**3
+NVML_DEADLINE_S = 30.0  # nvmlInit takes well under a second, a few on a cold 8-GPU host
 
 
 @dataclass(frozen=True)
@@ -29,6 +43,7 @@ class Gpu:
     total_bytes: int
     free_bytes: int
     capability: tuple[int, int] | None
+    uuid: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +69,7 @@ class Inventory:
     host: HostMemory | None = None
     error: str | None = None  # why NVML gave nothing, when it did not
     extra: dict[str, Any] = field(default_factory=dict)
+    nvml_hung: bool = False  # NVML did not return within its deadline: a faulty host
 
     @property
     def count(self) -> int:
@@ -113,6 +129,10 @@ def read_gpus(
                 capability: tuple[int, int] | None = (int(major), int(minor))
             except Exception:
                 capability = None
+            try:
+                uuid: str | None = _text(nvml.nvmlDeviceGetUUID(handle))
+            except Exception:
+                uuid = None
             gpus.append(
                 Gpu(
                     index=index,
@@ -120,6 +140,7 @@ def read_gpus(
                     total_bytes=int(memory.total),
                     free_bytes=int(memory.free),
                     capability=capability,
+                    uuid=uuid,
                 )
             )
         return tuple(gpus), driver, cuda, None
@@ -160,9 +181,74 @@ def read_host_memory(
         return None
 
 
-def read_inventory(nvml: ModuleType | Any | None = None) -> Inventory:
-    """The GPUs (through NVML) and host memory of this machine."""
-    gpus, driver, cuda, error = read_gpus(nvml)
-    return Inventory(
-        gpus=gpus, driver=driver, cuda_driver=cuda, host=read_host_memory(), error=error
-    )
+def visible_gpus(gpus: tuple[Gpu, ...], env: Mapping[str, str]) -> tuple[Gpu, ...] | str:
+    """The GPUs CUDA (and so vLLM) will use, in CUDA's order; a string saying why when
+    that cannot be known."""
+    order = env.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST").strip().upper()
+    alike = len({(g.name, g.total_bytes, g.capability) for g in gpus}) <= 1
+    known_order = order == "PCI_BUS_ID" or alike
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        if not known_order:
+            return "GPUs of several kinds and CUDA_DEVICE_ORDER is not PCI_BUS_ID"
+        return gpus
+    chosen: list[Gpu] = []
+    for raw in listed.split(","):
+        entry = raw.strip()
+        if entry.startswith("MIG-"):
+            return "CUDA_VISIBLE_DEVICES names MIG instances (not modelled)"
+        if entry.startswith("GPU-"):
+            found = [g for g in gpus if g.uuid and g.uuid.startswith(entry)]
+            if len(found) != 1:
+                break  # unknown or ambiguous: CUDA ignores this entry and the rest
+            gpu = found[0]
+        else:
+            digits = entry[: len(entry) - len(entry.lstrip("0123456789"))]
+            if not digits or int(digits) >= len(gpus):
+                break
+            if not known_order:
+                return "GPUs of several kinds and CUDA_DEVICE_ORDER is not PCI_BUS_ID"
+            gpu = gpus[int(digits)]
+        if gpu in chosen:
+            return "CUDA_VISIBLE_DEVICES names a GPU twice"
+        chosen.append(gpu)
+    if not chosen:
+        return f"CUDA_VISIBLE_DEVICES={listed!r} leaves no GPU visible"
+    return tuple(chosen)
+
+
+def _within(work: Any, deadline_s: float) -> tuple[bool, Any]:
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        box["result"] = work()
+
+    thread = threading.Thread(target=target, name="nvml", daemon=True)
+    thread.start()
+    thread.join(deadline_s)
+    return (not thread.is_alive() and "result" in box), box.get("result")
+
+
+def read_inventory(
+    nvml: ModuleType | Any | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    deadline_s: float = NVML_DEADLINE_S,
+) -> Inventory:
+    """The GPUs vLLM will use (through NVML, within ``deadline_s``) and host memory."""
+    host = read_host_memory()
+    done, found = _within(lambda: read_gpus(nvml), deadline_s)
+    if not done:
+        return Inventory(
+            host=host,
+            error=f"NVML did not answer within {deadline_s:g} s (nvmlInit or a device "
+            "query hung: a wedged GPU driver)",
+            nvml_hung=True,
+        )
+    gpus, driver, cuda, error = found
+    visible = visible_gpus(gpus, os.environ if env is None else env) if gpus else gpus
+    if isinstance(visible, str):
+        gpus, error = (), f"which GPUs vLLM uses is not known: {visible}"
+    else:
+        gpus = visible
+    return Inventory(gpus=gpus, driver=driver, cuda_driver=cuda, host=host, error=error)

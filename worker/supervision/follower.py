@@ -20,8 +20,9 @@ import structlog
 from diagnostics import Classifier, Diagnosis, State
 from diagnostics.redaction.redact import Redactor
 from worker.config.settings import Settings
+from worker.modelinfo.hub import download_bytes
 from worker.preflight import PreflightResult
-from worker.seams.downloads import DownloadWatch, hub_total_bytes
+from worker.seams.downloads import DownloadWatch
 from worker.supervision import health, launch
 from worker.supervision.coldstart import ColdStartClock
 from worker.supervision.effects import WorkerEffects
@@ -152,7 +153,7 @@ class StartFollower:
         if repo is not None:
             env = self.process.env
             endpoint, token = env.get("HF_ENDPOINT"), env.get("HF_TOKEN")
-            watch.total_bytes = await asyncio.to_thread(hub_total_bytes, *repo, endpoint, token)
+            watch.total_bytes = await asyncio.to_thread(download_bytes, *repo, endpoint, token)
 
     async def predicted_failure(
         self, preflight: Callable[[Mapping[str, str]], PreflightResult]

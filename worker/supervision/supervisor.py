@@ -32,12 +32,13 @@ from worker.config.settings import Settings
 from worker.crashloop.crash_loop import CrashLoopBreaker
 from worker.preflight import PreflightResult
 from worker.seams.downloads import DownloadWatch, hf_cache_dir
-from worker.supervision import launch, relaunch
+from worker.supervision import launch
+from worker.supervision import relaunch_apply as relaunch
 from worker.supervision.coldstart import ColdStartClock, timing_markers
 from worker.supervision.effects import WorkerEffects
 from worker.supervision.follower import Output, StartFollower, Timing
 from worker.supervision.machine import Lifecycle
-from worker.supervision.relaunch import Relaunch
+from worker.supervision.relaunch import Relaunch, decide
 from worker.supervision.vllm_process import VllmProcess
 from worker.supervision.watchdog import Watchdog
 
@@ -276,7 +277,7 @@ class Supervisor:
             breaker_allows=self.effects.breaker.allows_relaunch(),
         )
         failure = relaunch.failure_of(diagnosis, self.pack, self.lifecycle.state)
-        return relaunch.decide(failure, context)
+        return decide(failure, context)
 
     def _stop_soon(self) -> None:
         """Thread-safe: have the supervisor's loop stop vLLM's process group."""

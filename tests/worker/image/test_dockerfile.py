@@ -160,3 +160,15 @@ def test_no_syntax_directive() -> None:
 def test_the_readme_points_to_the_image_test() -> None:
     assert "./scripts/test-image" in _readme_section()
     assert "./scripts/test-image" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_hf_endpoint_can_come_in_as_a_build_secret() -> None:
+    # A build arg used in a RUN step is recorded in the image history: a mirror URL with
+    # credentials must be able to come in as a secret, as the token does.
+    (bake_run,) = [
+        rest for keyword, rest in DOCKERFILE if keyword == "RUN" and "worker.image.bake" in rest
+    ]
+    assert "--mount=type=secret,id=HF_ENDPOINT" in bake_run
+    assert "--mount=type=secret,id=HF_TOKEN" in bake_run
+    assert "--secret id=HF_ENDPOINT,env=HF_ENDPOINT" in _readme_section()
+    assert "recorded in its history" in _readme_section()

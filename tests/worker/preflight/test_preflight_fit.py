@@ -153,8 +153,14 @@ def test_no_gpu_on_a_gpu_build_judges_nothing_but_cpu_build_uses_host_memory():
     model = facts(70_600_000_000)
     assert fit.check_fit(model, req(), inv, "gpu", 4096) is None
     pred = fit.check_fit(model, req(), inv, "cpu", 4096)
-    assert pred is not None and pred.rule == "kv-cache-no-memory"
+    # Issue 22: weights beyond the whole host memory cannot even load: out of memory.
+    assert pred is not None and pred.rule == "host-memory-exhausted"
     assert "host memory (16.0 GiB" in pred.detail
+    # Within the host but above vLLM's share (0.92 x 16 GiB): no room for the KV cache.
+    pred = fit.check_fit(facts(7_700_000_000), req(), inv, "cpu", 4096)  # 14.3 GiB
+    assert pred is None or pred.rule.startswith("kv-cache")
+    pred = fit.check_fit(facts(7_950_000_000), req(), inv, "cpu", 4096)  # 14.8 GiB
+    assert pred is not None and pred.rule == "kv-cache-no-memory"
 
 
 def test_weight_bytes_follow_the_dtype_vllm_computes_in():

@@ -78,3 +78,30 @@ def test_skipped_sdk_checks_let_the_preflight_go_on():
         "ms": out["findings"][0]["ms"],
     }
     assert out["left"] == 0
+
+
+def test_a_synchronous_check_that_never_returns_is_not_waited_for():
+    # Before: asyncio.to_thread's executor was joined when the loop ended, so the
+    # timeout did not bound a synchronous check: run_checks waited for it to return.
+    import threading
+    import time
+
+    from worker.preflight.host import run_checks
+
+    release = threading.Event()
+
+    def gpu_test() -> None:  # blocked in the driver
+        release.wait(30)
+
+    async def memory_check() -> None:
+        raise RuntimeError("Insufficient memory: 1 GB available")
+
+    began = time.monotonic()
+    try:
+        report = run_checks([gpu_test, memory_check], 0.3)
+    finally:
+        release.set()
+    assert time.monotonic() - began < 2
+    assert report.timed_out == ["gpu_test"]
+    assert report.failure is not None and report.failure.check == "memory_check"
+    assert "Insufficient memory" in report.failure.error

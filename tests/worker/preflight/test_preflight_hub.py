@@ -131,7 +131,9 @@ def test_an_unreachable_hub_goes_ahead(tmp_path):
 def test_weights_of_141_gb_do_not_fit_host_memory_and_none_is_downloaded(hub, tmp_path):
     before = hub.weight_bytes_served
     d = preflight(BIG, env=hub_env(hub, tmp_path)).diagnosis
-    assert d is not None and d.rule == "kv-cache-no-memory" and d.permanent
+    # Issue 22: weights larger than the whole host cannot load on vLLM's CPU build: oom.
+    assert d is not None and d.rule == "host-memory-exhausted" and d.permanent
+    assert d.category is Category.OOM
     assert "131.32 GiB per device" in d.cause  # 70.5e9 parameters x 2 bytes
     assert hub.weight_bytes_served == before
 
@@ -170,3 +172,65 @@ def test_disk_check_compares_the_download_with_free_space(tmp_path):
     assert pred is not None and pred.rule == "disk-full" and "100.00 GiB" in pred.detail
     assert disk.check_disk(tmp_path, 10 * GIB, 100 * GIB) is None
     assert disk.check_disk(tmp_path, 10 * GIB, None) is None
+
+
+MISTRAL_SHARDS = {
+    "model-00001-of-00003.safetensors": 4_949_453_792,
+    "model-00002-of-00003.safetensors": 4_999_819_336,
+    "model-00003-of-00003.safetensors": 4_546_807_800,
+}
+MISTRAL_CONFIG = {
+    **CONFIG,
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "max_position_embeddings": 32768,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_mistral_v03_layout_fits_a_24_gib_gpu(tmp_path):
+    # Before: consolidated.safetensors and the shards were both counted (27 GiB), and a
+    # model that fits a 24 GB GPU was stopped as cuda-oom, permanent.
+    from worker.seams.gpus import Gpu
+
+    repo = tmp_path / "mistral"
+    repo.mkdir()
+    (repo / "config.json").write_text(json.dumps(MISTRAL_CONFIG))
+    weight_map = {f"layers.{i}.weight": name for i, name in enumerate(MISTRAL_SHARDS)}
+    (repo / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    (repo / "params.json").write_text("{}")
+    described = {
+        "consolidated.safetensors": Described(14_496_047_936),
+        **{name: Described(size) for name, size in MISTRAL_SHARDS.items()},
+    }
+    l4 = Inventory(gpus=(Gpu(0, "NVIDIA L4", 24 * GIB, int(23.6 * GIB), (8, 9)),))
+    name = "mistralai/Mistral-7B-Instruct-v0.3"
+    with HubServer({name: repo}, described={name: described}) as server:
+        result = preflight(name, env=hub_env(server, tmp_path), inventory=lambda: l4)
+    assert result.diagnosis is None, result.diagnosis
+    assert "13.50 GiB of weights" in result.findings[0].detail
+
+
+def test_the_disk_check_counts_one_weight_format(tmp_path, monkeypatch):
+    # Before: every format in the repo was counted (4.73 GiB for a ~0.51 GiB download).
+    repo = tmp_path / "formats"
+    write_model(repo)
+    described = {
+        name: Described(int(size * GIB))
+        for name, size in {
+            "tf_model.h5": 0.9,
+            "flax_model.msgpack": 0.9,
+            "rust_model.ot": 0.9,
+            "onnx/model.onnx": 0.9,
+            "model.tflite": 0.7,
+        }.items()
+    }
+    monkeypatch.setattr(disk, "free_bytes", lambda _path: 1 * GIB)
+    with HubServer({"org/formats": repo}, described={"org/formats": described}) as server:
+        result = preflight("org/formats", env=hub_env(server, tmp_path))
+    assert result.diagnosis is None, result.diagnosis
+    assert result.findings[-1].step == "disk" and result.findings[-1].outcome == "ok"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.hub_server import HubServer
-from worker.seams.downloads import DownloadWatch, hf_cache_dir, hub_total_bytes
+from worker.modelinfo.hub import download_bytes
+from worker.seams.downloads import DownloadWatch, hf_cache_dir
 
 
 def _blob(cache: Path, name: str, size: int) -> Path:
@@ -48,9 +49,9 @@ def test_the_total_comes_from_the_hubs_metadata(tmp_path) -> None:
     (model / "model.safetensors").write_bytes(b"\0" * 4096)
     expected = 4096 + len('{"architectures": ["LlamaForCausalLM"]}')
     with HubServer({"org/tiny": model}) as hub:
-        assert hub_total_bytes("org/tiny", None, hub.url, None) == expected
-        assert hub_total_bytes("org/missing", None, hub.url, None) is None
+        assert download_bytes("org/tiny", None, hub.url, None) == expected
+        assert download_bytes("org/missing", None, hub.url, None) is None
 
 
 def test_an_unreachable_hub_means_unknown() -> None:
-    assert hub_total_bytes("org/m", None, "http://127.0.0.1:9", None) is None
+    assert download_bytes("org/m", None, "http://127.0.0.1:9", None) is None

@@ -10,6 +10,7 @@ import pytest
 
 from diagnostics import Category, Diagnosis, Evidence, State, load_pack
 from worker.supervision import relaunch as rl
+from worker.supervision import relaunch_apply as rla
 from worker.supervision.relaunch import Context, Failure, decide
 
 PACK = load_pack()
@@ -50,7 +51,7 @@ def _failure(rule_id: str, line: str, phase: State = State.LOADING) -> Failure:
         rule.id,
         Evidence(10, line),
     )
-    return rl.failure_of(diagnosis, PACK, phase)
+    return rla.failure_of(diagnosis, PACK, phase)
 
 
 def test_captures_are_read_again_from_the_evidence():
@@ -201,7 +202,7 @@ def test_apply_replaces_flags_and_environment():
         "ENFORCE_EAGER": "true",
         "VLLM_CACHE_ROOT": LOCAL_CACHE,
     }
-    new_args, env = rl.apply(args, {"VLLM_CACHE_ROOT": VOLUME_CACHE}, changes)
+    new_args, env = rla.apply(args, {"VLLM_CACHE_ROOT": VOLUME_CACHE}, changes)
     assert new_args == ["--model", "m", "--max-model-len", "768", "--enforce-eager"]
     assert env == {"VLLM_CACHE_ROOT": LOCAL_CACHE}
 
@@ -210,7 +211,7 @@ def test_context_reads_what_the_user_set(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("max-num-batched-tokens: 2048\n")
     user = ["--max-model-len", "auto", "--enforce-eager", "--config", str(config)]
-    context = rl.context_of(
+    context = rla.context_of(
         user,
         [*user, "--max-model-len", "512"],
         {"VLLM_CACHE_ROOT": VOLUME_CACHE},
@@ -234,12 +235,12 @@ def test_a_commit_is_a_pin(revision, pin):
 
 def test_auto_length_on_a_vllm_without_auto(monkeypatch):
     args = ["--max-model-len", "auto"]
-    assert rl.vllm_has_auto()  # vLLM 0.32 fits the length itself: nothing to do
-    assert rl.auto_length(args, {"max_model_len_fit": 976}) is None
+    assert rla.vllm_has_auto()  # vLLM 0.32 fits the length itself: nothing to do
+    assert rla.auto_length(args, {"max_model_len_fit": 976}) is None
     monkeypatch.setattr(rl, "vllm_has_auto", lambda: False)
-    assert rl.auto_length(args, {"max_model_len_fit": 976}).changes == {"MAX_MODEL_LEN": "976"}
-    assert rl.auto_length(args, None).changes == {"MAX_MODEL_LEN": ""}
-    assert rl.auto_length(["--max-model-len", "512"], {"max_model_len_fit": 976}) is None
+    assert rla.auto_length(args, {"max_model_len_fit": 976}).changes == {"MAX_MODEL_LEN": "976"}
+    assert rla.auto_length(args, None).changes == {"MAX_MODEL_LEN": ""}
+    assert rla.auto_length(["--max-model-len", "512"], {"max_model_len_fit": 976}) is None
 
 
 def test_categories_never_relaunched_are_the_faults_and_permanent_errors():

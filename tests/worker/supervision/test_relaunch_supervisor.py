@@ -20,7 +20,7 @@ from tests.support.vllm_env import ROOT, free_port, group_alive
 from worker.config.settings import load_settings
 from worker.crashloop.breaker import LEDGER_NAME
 from worker.preflight import PreflightResult
-from worker.supervision import relaunch
+from worker.supervision import relaunch_apply as relaunch
 from worker.supervision.supervisor import Supervisor, Timing
 
 PACK = load_pack()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from worker.preflight.memory_model import MemoryEstimate, estimate_memory
-from worker.preflight.row_input import RunSpec
-from worker.preflight.vllm_defaults import GIB
+from worker.memory.memory_model import MemoryEstimate, estimate_memory
+from worker.memory.row_input import RunSpec
+from worker.memory.vllm_defaults import GIB
 
 MIB = 1024**2
 MAX_TP = 8  # GPUs one RunPod Serverless worker can have

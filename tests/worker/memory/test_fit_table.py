@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from worker.memory.row_input import InputError
 from worker.preflight.estimate import estimate
-from worker.preflight.row_input import InputError
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "fixtures" / "fit-truth"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worker.preflight.arch import Arch
+from worker.memory.arch import Arch
 
 FULL, SLIDING = "full", "sliding"
 LEN_CAP = 1 << 24  # longest length searched when nothing else bounds it

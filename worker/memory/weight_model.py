@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from worker.preflight.arch import Arch, Quant
+from worker.memory.arch import Arch, Quant
 
 VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE
 _FLOAT_DTYPES: dict[str, float] = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}

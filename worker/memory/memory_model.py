@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from worker.preflight import kv_layout as kv
-from worker.preflight import vllm_defaults as vd
-from worker.preflight.arch import Arch, Quant, read_arch, read_quant
-from worker.preflight.row_input import InputError, RunSpec
-from worker.preflight.weight_model import (
+from worker.memory import kv_layout as kv
+from worker.memory import vllm_defaults as vd
+from worker.memory.arch import Arch, Quant, read_arch, read_quant
+from worker.memory.row_input import InputError, RunSpec
+from worker.memory.weight_model import (
     Parallel,
     config_weight_bytes,
     file_weight_bytes,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from worker.preflight.vllm_defaults import (
+from worker.memory.vllm_defaults import (
     GIB,
     LATEST,
     LATEST_V0,

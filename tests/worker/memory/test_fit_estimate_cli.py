@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from worker.preflight.alternatives import Suggestions, render, size_text, suggest
+from worker.memory.alternatives import Suggestions, render, size_text, suggest
+from worker.memory.row_input import parse_row
 from worker.preflight.estimate import estimate
-from worker.preflight.row_input import parse_row
 
 ROOT = Path(__file__).resolve().parents[3]
 GIB = 1024**3
