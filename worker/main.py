@@ -1,8 +1,9 @@
 """The composition root: settings, rule pack, supervisor, RunPod job loop.
 
 Order of events:
-1. read settings and the rule pack (a bad setting → failed-permanent without starting
-   vLLM; a broken rule pack → exit 3);
+1. read settings and the rule pack: every setting is validated first, and a bad one
+   (a broken rule pack too, with the built-in pack used to run) → failed-permanent
+   without starting vLLM, answered in both modes with a message naming the variable;
 2. start the supervisor thread (the pre-flight, worker.preflight, may settle the start as
    failed before vLLM is spawned; else vLLM starts), handling SIGTERM/SIGINT ourselves until
    the SDK takes them over: no job is taken while vLLM starts, so jobs stay queued on
@@ -52,12 +53,10 @@ def main() -> int:
     logs.configure(env, Redactor(secrets_of(env)))
     settings, config_error = _settings(env)
     endpoint, endpoint_error = read_endpoint(env)
-    config_error = config_error or endpoint_error
-    try:
-        pack = load_pack(settings.rules_path)
-    except RulePackError as exc:
-        log.error("worker.rule_pack_broken", error=str(exc))
+    pack, pack_error = _pack(settings)
+    if pack is None:
         return EXIT_RULES
+    config_error = config_error or endpoint_error or pack_error
     for warning in settings.warnings:
         log.warning("worker.config_warning", warning=warning)
     failure = config_failure(config_error.var, config_error.message) if config_error else None
@@ -171,6 +170,26 @@ def _settings(env: dict[str, str]) -> tuple[Settings, ConfigError | None]:
         log.exception("worker.settings_crashed")
         error = ConfigError("configuration", f"the worker could not read it ({exc!r})")
         return fallback_settings(env), error
+
+
+def _pack(settings: Settings) -> tuple[RulePack | None, ConfigError | None]:
+    """The rule pack RULES_PATH names, or (when it cannot be loaded) the built-in pack and
+    the error to answer with. None only when the built-in pack itself is broken: a bug in
+    the image, not a setting (exit 3)."""
+    try:
+        return load_pack(settings.rules_path), None
+    except Exception as exc:  # RulePackError, or anything a hostile file provokes
+        if settings.rules_path is None:
+            log.error("worker.rule_pack_broken", error=str(exc))
+            return None, None
+        reason = str(exc) if isinstance(exc, RulePackError) else f"{type(exc).__name__}: {exc}"
+        log.error("worker.rule_pack_broken", error=reason)
+        error = ConfigError("RULES_PATH", f"the rule pack cannot be used: {reason[:2000]}")
+    try:
+        return load_pack(None), error
+    except Exception as exc:
+        log.error("worker.rule_pack_broken", error=str(exc))
+        return None, None
 
 
 def _wait_unless(event: threading.Event, interrupted: threading.Event) -> None:

@@ -68,22 +68,6 @@ def test_output_flood_is_drained_with_bounded_memory(tmp_path, reliability):
     )
 
 
-def test_broken_rule_pack_stops_the_worker_clearly(tmp_path, reliability):
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / "10-x.yaml").write_text("rules:\n  - id: x\n    patterns: ['(unclosed']\n")
-    env = worker_env(tmp_path, MODEL_NAME="m", RULES_PATH=str(rules))
-    result = run_python(["-m", "worker"], env, timeout=120)
-    assert result.returncode == 3
-    (line,) = [json.loads(x) for x in result.stderr.splitlines() if "rule_pack_broken" in x]
-    assert line["error"].startswith("10-x.yaml: rule 'x': field")
-    reliability(
-        "broken rule pack (RULES_PATH)",
-        "worker does not start",
-        "one error event naming file, rule, field; exit 3",
-    )
-
-
 def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
     """vLLM stopped (SIGSTOP) while loading: a stand-in that prints a real loading line
     and keeps printing until it is stopped, so only the stall limit can end the start."""

@@ -1,16 +1,22 @@
 """Parsers for environment values: each takes ``(var, value)`` and returns the parsed value
 or raises ``ConfigError`` naming ``var``.
 
-Pure. Numbers are ASCII only (``str.isdigit`` and ``int()`` also accept full-width and
-other Unicode digits, and ``int()`` accepts ``1_000``); durations are bounded so no timer
-or wait can overflow.
+Pure, but for the path parsers: they look the path up (``os.stat``, never a read of a
+file's content, except the listing of a rule-pack folder), so a path the worker cannot
+search, or with a name over 255 bytes, is a bad value named here rather than an
+exception wherever it is first used. Numbers are ASCII only (``str.isdigit`` and
+``int()`` also accept full-width and other Unicode digits, and ``int()`` accepts
+``1_000``); durations are bounded so no timer or wait can overflow.
 """
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
 import shlex
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,14 +115,104 @@ def seconds(allow_zero: bool) -> Callable[[str, str], float]:
     return parse
 
 
+# The longest name of one path component (NAME_MAX on Linux filesystems), in bytes.
+NAME_MAX = 255
+# A rule pack larger than this is not a rule pack (the built-in one is ~0.3 MiB).
+RULE_PACK_MAX_BYTES = 16 * 1024 * 1024
+
+
+def utf8(var: str, value: str) -> str:
+    """The value, when it is valid UTF-8 text. ``os.environ`` carries an undecodable
+    byte as a lone surrogate, which no answer, log line or HTTP header could encode."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(value[exc.start]) & 0xFF
+        raise ConfigError(
+            var, f"is not valid UTF-8 text (byte 0x{byte:02x} at position {exc.start})"
+        ) from None
+    return value
+
+
+def _lookup(var: str, value: str) -> os.stat_result | None:
+    """``os.stat`` of the path ``value``: None when nothing is there; a ConfigError when
+    the worker cannot look (a folder it may not search, a name too long, a loop)."""
+    too_long = [part for part in Path(value).parts if len(os.fsencode(part)) > NAME_MAX]
+    if too_long:
+        start = shown(var, too_long[0][:40])
+        raise ConfigError(var, f"a name in the path is longer than {NAME_MAX} bytes ({start}...)")
+    try:
+        return os.stat(value)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(var, f"the worker cannot look up {shown(var, value)}: {reason}") from None
+
+
 def path(var: str, value: str) -> Path:
-    """A filesystem path (not checked: the reader decides what must exist)."""
+    """A filesystem path the worker can look up (it need not exist)."""
+    _lookup(var, value)
     return Path(value)
 
 
 def optional_path(var: str, value: str) -> Path | None:
     """A path, or None when unset."""
+    return path(var, value) if value else None
+
+
+def optional_path_as_given(var: str, value: str) -> Path | None:
+    """A path not looked up here, or None when unset: for a folder whose reader copes with
+    any path itself (the crash-loop ledger's: a problem there is logged, never fatal)."""
     return Path(value) if value else None
+
+
+def folder_path(var: str, value: str) -> Path:
+    """A folder's path the worker can look up: absent, or a folder it may search."""
+    found = _lookup(var, value)
+    if found is not None:
+        if not stat.S_ISDIR(found.st_mode):
+            raise ConfigError(var, f"{shown(var, value)} is not a folder")
+        if not os.access(value, os.X_OK):
+            raise ConfigError(var, f"the worker may not search the folder {shown(var, value)}")
+    return Path(value)
+
+
+def rule_pack_path(var: str, value: str) -> Path | None:
+    """A rule pack: a readable regular file, or a folder holding ``*.yaml`` regular files,
+    at most ``RULE_PACK_MAX_BYTES`` in all; None when unset (the built-in pack). Its
+    content is judged when it is loaded."""
+    if not value:
+        return None
+    found = _lookup(var, value)
+    if found is None:
+        raise ConfigError(var, f"no rule file or folder at {shown(var, value)}")
+    root = Path(value)
+    if stat.S_ISDIR(found.st_mode):
+        try:
+            names = sorted(n for n in os.listdir(root) if n.endswith(".yaml"))
+        except OSError as exc:
+            raise ConfigError(var, f"cannot list {shown(var, value)}: {exc.strerror}") from None
+        files = []
+        for name in names:
+            found_file = _lookup(var, str(root / name))
+            if found_file is not None and stat.S_ISREG(found_file.st_mode):
+                files.append((root / name, found_file))
+        if not files:
+            raise ConfigError(var, f"no *.yaml rule files in {shown(var, value)}")
+    elif stat.S_ISREG(found.st_mode):
+        files = [(root, found)]
+    else:
+        raise ConfigError(var, f"{shown(var, value)} is neither a rule file nor a folder")
+    total = sum(st.st_size for _, st in files)
+    if total > RULE_PACK_MAX_BYTES:
+        raise ConfigError(
+            var, f"the rule pack is {total} bytes, more than {RULE_PACK_MAX_BYTES} allowed"
+        )
+    for file, _ in files:
+        if not os.access(file, os.R_OK):
+            raise ConfigError(var, f"the worker may not read {shown(var, str(file))}")
+    return root
 
 
 def text(var: str, value: str) -> str:

@@ -55,7 +55,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Jobs one worker runs at the same time.", "max_concurrency"),
     Setting("REQUEST_TIMEOUT", "600", p.seconds(allow_zero=False),
             "Seconds one request to vLLM may take.", "request_timeout_s"),
-    Setting("BASE_PATH", "/runpod-volume", p.path,
+    Setting("BASE_PATH", "/runpod-volume", p.folder_path,
             "Network volume mount; caches live under it.", "base_path"),
     Setting("TRANSIENT_ANSWER_TIMEOUT", "30", p.seconds(allow_zero=True),
             "Seconds a worker whose vLLM failed for a transient reason waits for a job to "
@@ -72,24 +72,30 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CRASH_LOOP_RESET", "false", p.parse_bool,
             "true: forget this configuration's recorded failures at start (or delete "
             "BASE_PATH/.vllm-worker/restart-ledger.json).", "crash_loop_reset"),
-    Setting("CRASH_LOOP_LEDGER_DIR", "", p.optional_path,
+    Setting("CRASH_LOOP_LEDGER_DIR", "", p.optional_path_as_given,
             "Folder on the container disk for the crash-loop breaker's ledger when no "
             "network volume is mounted at BASE_PATH; kept across restarts of the same "
             "container. Empty: a writable BASE_PATH folder counts as the volume, else no "
             "breaker. The image sets /var/lib/vllm-worker (docs/image.md).",
             "crash_loop_ledger_dir"),
-    Setting("RULES_PATH", "", p.optional_path,
+    Setting("RULES_PATH", "", p.rule_pack_path,
             "Rule pack folder (or file) to diagnose vLLM's output with; default: the "
-            "built-in pack. A broken pack stops the worker at start (exit 3) with a "
-            "one-line error.", "rules_path"),
+            "built-in pack. A missing, unreadable or broken pack is a bad setting: the "
+            "worker answers every job (or request) with the error, naming RULES_PATH.",
+            "rules_path"),
     Setting("VLLM_EXTRA_ARGS", "", p.text,
             "Extra `vllm serve` arguments, split like a shell would and appended last.", None),
     Setting("PREFLIGHT", "true", p.parse_bool,
             "false: skip the pre-flight (hub metadata, config.json, fit, disk and the RunPod "
             "SDK's host checks before vLLM is spawned; docs/preflight.md).", "preflight"),
     Setting("PREFLIGHT_TIMEOUT", "10", p.seconds(allow_zero=False),
-            "Seconds each hub call of the pre-flight may take; no answer: vLLM is launched.",
+            "Seconds all the pre-flight's hub answers together may take; no whole answer: "
+            "vLLM is launched.",
             "preflight_timeout_s"),
+    Setting("AUTO_RELAX", "true", p.parse_bool,
+            "false: no relaunch with CUDA graphs off (ENFORCE_EAGER) and "
+            "MAX_NUM_BATCHED_TOKENS at most 8192 after vLLM ran out of memory while "
+            "profiling or capturing graphs (docs/preflight.md, Relaunch).", "auto_relax"),
     Setting("RUNPOD_WEBHOOK_GET_JOB", "", p.flag,
             "Set by RunPod: the job queue's URL. Without it the worker runs the SDK's local "
             "modes (--rp_serve_api, --test_input).", "job_queue"),
@@ -103,6 +109,20 @@ SETTINGS: tuple[Setting, ...] = (
             "Load-balancing mode: the port of the health check; empty: PORT.", None),
     Setting("HEALTH_CHECK_PATH", "/ping", lbp.url_path,
             "Load-balancing mode: the health check's path.", None),
+    Setting("LB_HEADER_TIMEOUT", "10", p.seconds(allow_zero=False),
+            "Load-balancing mode: seconds a client may take to send a request's line and "
+            "headers (from its connection, or from the first byte of a later request); then "
+            "408 and the connection is closed.", None),
+    Setting("LB_BODY_TIMEOUT", "15", p.seconds(allow_zero=False),
+            "Load-balancing mode: seconds a request body may go without a byte arriving; "
+            "then 408 (the request to vLLM is dropped).", None),
+    Setting("LB_MAX_BODY_BYTES", str(100 * 1024 * 1024), p.integer(1, 1 << 40),
+            "Load-balancing mode: the largest request body passed to vLLM, in bytes; a "
+            "larger one gets 413 (bodies are streamed to vLLM, never held whole).", None),
+    Setting("LB_MAX_CONNECTIONS", "1000", p.integer(1, 1_000_000),
+            "Load-balancing mode: connections PORT holds at once; lowered to fit the "
+            "process's file-descriptor limit, so the health check always has room "
+            "(docs/reliability.md, HTTP limits). Beyond it a connection gets 503.", None),
 )
 # fmt: on
 
@@ -140,12 +160,21 @@ class Settings:
     job_queue: bool = False
     preflight: bool = True
     preflight_timeout_s: float = 10.0
+    auto_relax: bool = True
 
 
 def read(env: Mapping[str, str], name: str) -> Any:
     """One setting from ``env`` (its default when unset or empty), parsed."""
     setting = BY_NAME[name]
-    return setting.parse(name, env.get(name, "").strip() or setting.default)
+    value = p.utf8(name, env.get(name, "").strip())
+    return setting.parse(name, value or setting.default)
+
+
+def check_text(env: Mapping[str, str], names: frozenset[str]) -> None:
+    """Raise ``ConfigError`` for the first of ``names`` whose value in ``env`` is not
+    UTF-8 text (sorted, so the error is the same on every start)."""
+    for name in sorted(names & env.keys()):
+        p.utf8(name, env[name])
 
 
 def _own(env: Mapping[str, str], *, lenient: bool = False) -> dict[str, Any]:
@@ -159,7 +188,10 @@ def _own(env: Mapping[str, str], *, lenient: bool = False) -> dict[str, Any]:
         except ConfigError:
             if not lenient:
                 raise
-            values[setting.field] = setting.parse(setting.name, setting.default)
+            try:
+                values[setting.field] = setting.parse(setting.name, setting.default)
+            except ConfigError:  # a default path the worker cannot look up: kept as given
+                values[setting.field] = Path(setting.default) if setting.default else None
     return values
 
 
@@ -180,8 +212,21 @@ def _config_str(config: Mapping[str, Any] | None, *keys: str) -> str | None:
     return None
 
 
+def _flag_env_names() -> frozenset[str]:
+    """Every variable ``flagmod.build_args`` may turn into a vLLM argument."""
+    names = set(flagmod.load_flags().by_env) | set(flagmod.ALIASES) | flagmod.PASSTHROUGH_ENV
+    return frozenset(names | {"VLLM_EXTRA_ARGS"})
+
+
 def load_settings(env: Mapping[str, str]) -> Settings:
-    """Read and validate the worker's settings and vLLM's arguments from ``env``."""
+    """Read and validate the worker's settings and vLLM's arguments from ``env``.
+
+    Every value is validated before any is used: the worker's own settings first
+    (each row of ``SETTINGS``), then that every variable turned into a vLLM flag is UTF-8
+    text, then vLLM's arguments."""
+    for setting in SETTINGS:
+        read(env, setting.name)
+    check_text(env, _flag_env_names())
     baked = read_baked_model(env)
     warnings: list[str] = []
     if baked is not None:

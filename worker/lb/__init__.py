@@ -4,12 +4,16 @@ RunPod's load-balancing endpoints send requests straight to a worker's ``PORT`` 
 probe its health on ``PORT_HEALTH``. In this mode the same supervisor starts vLLM on
 127.0.0.1 and follows it to a settled state; this package owns the public ports:
 
-* ``mode``      which endpoint type this worker serves (``WORKER_MODE``, ``PORT``, ...);
+* ``mode``      which endpoint type this worker serves (``WORKER_MODE``, ``PORT``, ...)
+                and the limits on its clients (``LB_*``);
 * ``bodies``    every answer the worker gives itself (not ready, the diagnosis, upstream
                 errors), built from ``worker.seams.answers`` so both modes say the same;
 * ``health``    the health-check status per state and its ASGI app;
-* ``proxy``     the ASGI app on ``PORT``: pass-through to vLLM when ready;
-* ``serve``     the run loop: uvicorn servers, signals, drain, exit after a transient
+* ``proxy``     the ASGI app on ``PORT``: pass-through to vLLM when ready, the request
+                body streamed and bounded;
+* ``serve``     the run loop: uvicorn servers with the limits of a public port (header
+                size, count and time, connections fitted to the descriptor limit, the
+                health port on its own thread), signals, drain, exit after a transient
                 failure.
 
 Its settings' parsers are ``worker.config.lb_parsers``. Nothing here reads ``os.environ``

@@ -35,8 +35,10 @@ class Answer:
 
 
 def _answer(status: int, payload: dict, headers: Headers | None = None) -> Answer:
-    body = json.dumps({"error": payload}, ensure_ascii=False, default=str).encode()
-    return Answer(status, [*_JSON, *(headers or [])], body)
+    text = json.dumps({"error": payload}, ensure_ascii=False, default=str)
+    # A lone surrogate (an undecodable byte that reached a message) becomes its JSON
+    # escape, never a UnicodeEncodeError: the answer is always sent.
+    return Answer(status, [*_JSON, *(headers or [])], text.encode("utf-8", "backslashreplace"))
 
 
 def _from_job_answer(job_answer: dict) -> dict:
@@ -84,3 +86,54 @@ def bad_target() -> Answer:
         "The request target must be a path starting with '/'.", "invalid_request_error", 400
     )
     return _answer(400, payload)
+
+
+# The answers the HTTP server gives before (or instead of) the app: the connection is
+# closed after each (``close``), as the request may not have been read whole.
+def _refusal(status: int, message: str, type_: str = "invalid_request_error") -> Answer:
+    payload = answers.error_payload(message, type_, status)
+    return _answer(status, payload, [(b"connection", b"close")])
+
+
+def headers_too_large(max_bytes: int, max_count: int) -> Answer:
+    """431: the request line and headers went over their size or count."""
+    return _refusal(
+        431,
+        f"The request's headers are too large: at most {max_bytes} bytes and {max_count} headers.",
+    )
+
+
+def header_timeout(timeout_s: float) -> Answer:
+    """408: the request line and headers did not arrive within LB_HEADER_TIMEOUT."""
+    return _refusal(
+        408, f"The request's headers did not arrive within {timeout_s:g} s (LB_HEADER_TIMEOUT)."
+    )
+
+
+def body_timeout(timeout_s: float) -> Answer:
+    """408: the request body stalled for LB_BODY_TIMEOUT."""
+    return _refusal(
+        408,
+        f"The request body stopped arriving for {timeout_s:g} s (LB_BODY_TIMEOUT); "
+        "the request was not completed.",
+    )
+
+
+def body_too_large(max_bytes: int) -> Answer:
+    """413: the request body is larger than LB_MAX_BODY_BYTES."""
+    return _refusal(413, f"The request body is larger than {max_bytes} bytes (LB_MAX_BODY_BYTES).")
+
+
+def bad_request() -> Answer:
+    """400: bytes that are not an HTTP/1.1 request."""
+    return _refusal(400, "The request is not valid HTTP/1.1.")
+
+
+def too_many_connections(limit: int) -> Answer:
+    """503: the port holds as many connections as it may (LB_MAX_CONNECTIONS, or the
+    file-descriptor limit); retry, on another worker."""
+    payload = answers.error_payload(
+        f"This worker holds {limit} connections, its limit; retry.", "overloaded", 503
+    )
+    retry = str(RETRY_AFTER_STOPPING_S).encode()
+    return _answer(503, payload, [(b"retry-after", retry), (b"connection", b"close")])

@@ -38,12 +38,16 @@ STATUS: Mapping[WorkerState, int] = {
 _NOT_FOUND = Answer(404, [(b"content-type", b"text/plain")], b"Not Found")
 
 
-def health(state: WorkerState) -> Answer:
-    """The health answer for ``state``; 204 has no body, the others say the state."""
+def health(state: WorkerState, info: Mapping | None = None) -> Answer:
+    """The health answer for ``state``; 204 has no body, the others say the state (and,
+    when ready, the length vLLM serves: ``info["max_model_len"]``)."""
     status = STATUS[state]
     if status == 204:
         return Answer(204, [], b"")
-    body = json.dumps({"state": state.value}).encode()
+    fields: dict = {"state": state.value}
+    if state is S.READY and info and info.get("max_model_len"):
+        fields["max_model_len"] = info["max_model_len"]
+    body = json.dumps(fields).encode()
     return Answer(status, [(b"content-type", b"application/json")], body)
 
 
@@ -67,6 +71,7 @@ class HealthApp:
         if scope["type"] != "http":
             return
         if scope["path"] == self.path:
-            await respond(send, health(self.supervisor.state))
+            info = getattr(self.supervisor, "start_info", None)
+            await respond(send, health(self.supervisor.state, info() if info else None))
         else:
             await respond(send, _NOT_FOUND)

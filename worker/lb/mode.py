@@ -1,4 +1,5 @@
-"""Which endpoint type this worker serves, and where: pure, from the environment.
+"""Which endpoint type this worker serves, where, and the limits on its clients: pure,
+from the environment.
 
 ``WORKER_MODE`` forces it (``queue`` or ``lb``). With ``auto`` (the default) the worker
 serves a **load-balancing** endpoint when ``PORT`` or ``PORT_HEALTH`` is set and
@@ -21,14 +22,40 @@ class Mode(enum.Enum):
     LB = "lb"
 
 
+# What one request's line and headers may hold: their bytes, and how many headers.
+# Far above what an OpenAI client sends (under 2 KiB, about 15 headers); large enough for
+# long bearer tokens and cookies, small enough that parsing one is instant.
+HEADER_BYTES = 64 * 1024
+HEADER_COUNT = 100
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a client of the public ports may send and hold (docs/reliability.md, HTTP
+    limits). ``connections`` is LB_MAX_CONNECTIONS; the run loop lowers it to fit the
+    process's file-descriptor limit."""
+
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 15.0
+    body_bytes: int = 100 * 1024 * 1024
+    connections: int = 1000
+    header_bytes: int = HEADER_BYTES
+    header_count: int = HEADER_COUNT
+
+
+DEFAULT_LIMITS = Limits()
+
+
 @dataclass(frozen=True)
 class Endpoint:
-    """The endpoint type, and for load balancing the public ports and health path."""
+    """The endpoint type, and for load balancing the public ports, health path and the
+    limits on clients."""
 
     mode: Mode
     port: int
     health_port: int
     health_path: str
+    limits: Limits = DEFAULT_LIMITS
 
 
 def select_mode(forced: str, env: Mapping[str, str]) -> Mode:
@@ -64,4 +91,10 @@ def read_endpoint(env: Mapping[str, str]) -> tuple[Endpoint, ConfigError | None]
                     name,
                     f"{public} is VLLM_PORT too, where vLLM listens: give one of them another port",
                 )
-    return Endpoint(mode, port, health_port, value("HEALTH_CHECK_PATH")), error
+    limits = Limits(
+        header_timeout_s=value("LB_HEADER_TIMEOUT"),
+        body_timeout_s=value("LB_BODY_TIMEOUT"),
+        body_bytes=value("LB_MAX_BODY_BYTES"),
+        connections=value("LB_MAX_CONNECTIONS"),
+    )
+    return Endpoint(mode, port, health_port, value("HEALTH_CHECK_PATH"), limits), error

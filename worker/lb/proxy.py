@@ -15,9 +15,13 @@ failed-transient                    503 and the diagnosis (``type: prestart_fail
 stopped                             503, ``type: shutting_down``
 =================================== ==================================================
 
-The request body is read whole before it is sent on (requests to vLLM are JSON or small
-uploads); the response is not. While a request is in flight a second task waits for the
-client to go away: a disconnect cancels the upstream request, which closes its
+The request body is streamed to vLLM as it arrives (never held whole; uvicorn stops
+reading the client past 64 KiB not yet taken), with its ``Content-Length`` when the client
+gave one, and bounded (``worker.lb.mode.Limits``): a declared length over
+``body_bytes`` is answered 413 before anything is sent; a chunked body that grows past it
+is cut (413) and so is one that stalls for ``body_timeout_s`` (408): the upstream request
+is dropped, which vLLM sees as a client gone. Once the body is in, a second task waits
+for the client to go away: a disconnect cancels the upstream request, which closes its
 connection (vLLM's signal to abort the generation). Upstream failures before the answer
 started get ``worker.seams.answers``' upstream errors (502/503/504); a failure part-way through
 a streamed answer closes the client's connection, so the answer is visibly incomplete.
@@ -33,7 +37,8 @@ import structlog
 
 from worker.lb import bodies
 from worker.lb.health import HealthApp, respond
-from worker.lb.upstream import HOP, Relay, Upstream
+from worker.lb.mode import Limits
+from worker.lb.upstream import HOP, Relay, RequestBody, Upstream
 from worker.supervision.machine import WorkerState
 from worker.supervision.supervisor import Supervisor
 
@@ -57,11 +62,13 @@ class ProxyApp:
         *,
         health: HealthApp | None = None,
         on_failure_answered: Callable[[WorkerState], None] = lambda _state: None,
+        limits: Limits | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.upstream = upstream
         self.health = health
         self.on_failure_answered = on_failure_answered
+        self.limits = limits or Limits()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":  # lifespan is off; websockets are not served
@@ -87,9 +94,15 @@ class ProxyApp:
             await respond(send, bodies.stopping())
 
     async def _forward(self, scope, receive, send) -> None:
-        body = await _read_body(receive)
-        if body is None:  # the client left before sending its whole request
+        limits = self.limits
+        length, chunked = _declared_body(scope["headers"])
+        if length is not None and length > limits.body_bytes:
+            log.info("lb.body_refused", declared=length, limit=limits.body_bytes)
+            await respond(send, bodies.body_too_large(limits.body_bytes))
             return
+        body = None
+        if chunked or length:
+            body = RequestBody(receive, limits.body_bytes, limits.body_timeout_s)
         target = scope["raw_path"].decode("latin-1") if scope.get("raw_path") else scope["path"]
         if scope["query_string"]:
             target += "?" + scope["query_string"].decode("latin-1")
@@ -98,9 +111,11 @@ class ProxyApp:
             for k, v in scope["headers"]
             if k not in _NOT_UPSTREAM
         ]
+        if length and not chunked:
+            headers.append(("Content-Length", str(length)))
         relay = Relay(self.upstream, send)
         forward = asyncio.ensure_future(relay.run(scope["method"], target, headers, body))
-        gone = asyncio.ensure_future(_disconnected(receive))
+        gone = asyncio.ensure_future(_disconnected(receive, body))
         try:
             await asyncio.wait((forward, gone), return_when=asyncio.FIRST_COMPLETED)
             if not forward.done() and not relay.complete:
@@ -120,19 +135,25 @@ def _origin_form(scope) -> bool:
     return raw.startswith(b"/") and not raw.startswith(b"//")
 
 
-async def _read_body(receive) -> bytes | None:
-    """The whole request body, or None when the client disconnected first."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+def _declared_body(headers) -> tuple[int | None, bool]:
+    """(Content-Length, chunked) as the client declared them (httptools has checked that
+    a length is a number and that not both are given)."""
+    length, chunked = None, False
+    for name, value in headers:
+        if name == b"content-length":
+            with contextlib.suppress(ValueError):
+                length = int(value)
+        elif name == b"transfer-encoding":
+            chunked = True
+    return length, chunked
 
 
-async def _disconnected(receive) -> None:
-    """Returns when the client has gone (or the response is complete)."""
+async def _disconnected(receive, body: RequestBody | None) -> None:
+    """Returns when the client has gone (or the response is complete); watches only once
+    the body was read (until then the body's reader sees a disconnect)."""
+    if body is not None:
+        await body.done.wait()
+        if body.gone:
+            return
     while (await receive())["type"] != "http.disconnect":
         pass

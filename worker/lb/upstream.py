@@ -13,6 +13,9 @@ without the end of the body: visibly incomplete.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 import aiohttp
 import structlog
 from yarl import URL
@@ -87,6 +90,51 @@ class Upstream:
         await self.session.close()
 
 
+class BodyCut(Exception):
+    """The request body was cut short here (too large, stalled, or its client left)."""
+
+
+class RequestBody:
+    """A request body read from the ASGI ``receive`` as vLLM takes it, bounded: more than
+    ``max_bytes`` or ``timeout_s`` without a byte cuts it (``error``: the answer to give);
+    a client gone cuts it too (``gone``). ``done`` is set once it is read or cut."""
+
+    def __init__(self, receive, max_bytes: int, timeout_s: float) -> None:
+        self.receive = receive
+        self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
+        self.error: bodies.Answer | None = None
+        self.gone = False
+        self.done = asyncio.Event()
+        self.size = 0
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            while True:
+                try:
+                    message = await asyncio.wait_for(self.receive(), self.timeout_s)
+                except TimeoutError:
+                    self.error = bodies.body_timeout(self.timeout_s)
+                    raise BodyCut("stalled") from None
+                if message["type"] == "http.disconnect":
+                    self.gone = True
+                    raise BodyCut("client gone")
+                chunk = message.get("body", b"")
+                self.size += len(chunk)
+                if self.size > self.max_bytes:
+                    self.error = bodies.body_too_large(self.max_bytes)
+                    raise BodyCut("too large")
+                if chunk:
+                    yield chunk
+                if not message.get("more_body", False):
+                    return
+        finally:
+            self.done.set()
+
+
+_SEND_ERRORS: tuple[type[BaseException], ...] = (*UPSTREAM_ERRORS, BodyCut)
+
+
 class Relay:
     """One request upstream and its answer to the client, chunk by chunk. ``complete``
     turns true when nothing is left to cancel (the last chunk is on its way)."""
@@ -96,19 +144,26 @@ class Relay:
         self.send = send
         self.complete = False
 
-    async def run(self, method: str, target: str, headers: list, body: bytes) -> None:
+    async def run(self, method: str, target: str, headers: list, body: RequestBody | None) -> None:
+        """Send the request (``body`` streamed; None: no body) and relay the answer."""
         url = upstream_url(self.upstream.port, target)  # raises before anything is sent
         try:
             response = await self.upstream.session.request(
                 method,
                 url,
                 headers=headers,
-                data=body or None,
+                data=body.chunks() if body is not None else None,
                 allow_redirects=False,
             )
-        except UPSTREAM_ERRORS as exc:
+        except _SEND_ERRORS as exc:
             self.complete = True
-            await respond(self.send, bodies.upstream(answer_for(exc)))
+            if body is not None and body.gone:
+                return  # nobody to answer
+            if body is not None and body.error is not None:
+                log.info("lb.body_cut", status=body.error.status, bytes=body.size)
+                await respond(self.send, body.error)
+            else:
+                await respond(self.send, bodies.upstream(answer_for(exc)))
             return
         try:
             await self._relay(response)

@@ -330,15 +330,17 @@ def test_full_width_digits_are_no_concurrency() -> None:
 
 
 def test_rules_path_and_job_queue_are_settings(tmp_path: Path) -> None:
+    (tmp_path / "10-x.yaml").write_text("rules: []\n")
     s = load_settings({**MODEL, "RULES_PATH": str(tmp_path), "RUNPOD_WEBHOOK_GET_JOB": "http://x"})
     assert (s.rules_path, s.job_queue) == (tmp_path, True)
     assert (load_settings(MODEL).rules_path, load_settings(MODEL).job_queue) == (None, False)
 
 
 def test_fallback_keeps_what_parses_and_defaults_the_rest() -> None:
-    env = {"MAX_CONCURRENCY": "lots", "VLLM_SHUTDOWN_GRACE": "3", "RULES_PATH": "/r"}
+    env = {"MAX_CONCURRENCY": "lots", "VLLM_SHUTDOWN_GRACE": "3", "RULES_PATH": "/nonexistent"}
     s = fallback_settings(env)
-    assert (s.max_concurrency, s.shutdown_grace_s, s.rules_path) == (30, 3.0, Path("/r"))
+    # a rule pack that is not there is a bad value too: the built-in pack (None) instead
+    assert (s.max_concurrency, s.shutdown_grace_s, s.rules_path) == (30, 3.0, None)
     assert (s.vllm_args, s.model) == ([], "")
 
 
@@ -356,3 +358,88 @@ def test_config_error_renders_var_and_message() -> None:
         "expected an integer",
         "MAX_MODEL_LEN: expected an integer",
     )
+
+
+# -- issue 23 §6: every setting validated first; paths looked up; text is UTF-8
+
+BAD_BYTE = "\udcff"  # how os.environ carries the byte 0xff of a value that is not UTF-8
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"MODEL_NAME": f"org/m{BAD_BYTE}"},  # an alias of a vLLM flag
+        {**MODEL, "MAX_MODEL_LEN": f"40{BAD_BYTE}"},  # a vLLM flag
+        {**MODEL, "HF_TOKEN": f"hf_x{BAD_BYTE}"},  # passed to vLLM as is
+        {**MODEL, "VLLM_EXTRA_ARGS": f"--x {BAD_BYTE}"},
+        {**MODEL, "BASE_PATH": f"/v{BAD_BYTE}"},  # the worker's own
+    ],
+)
+def test_a_value_that_is_not_utf8_is_a_bad_setting_naming_it(env) -> None:
+    # Was: a queue job left unanswered; in load-balancing mode a 500 UnicodeEncodeError.
+    (name,) = [k for k, v in env.items() if BAD_BYTE in v]
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env)
+    assert caught.value.var == name
+    assert "not valid UTF-8" in caught.value.message and "0xff" in caught.value.message
+    caught.value.message.encode("utf-8")  # the message itself is sendable
+
+
+def test_every_worker_setting_is_checked_even_when_another_module_reads_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({**MODEL, "LB_MAX_BODY_BYTES": "0"})
+    assert caught.value.var == "LB_MAX_BODY_BYTES"
+
+
+def test_base_path_with_a_name_over_255_bytes_is_named(tmp_path: Path) -> None:
+    # Was: exit 1 with a bare OSError traceback (ENAMETOOLONG) before any answer.
+    with pytest.raises(ConfigError) as caught:
+        load_settings({**MODEL, "BASE_PATH": str(tmp_path / ("v" * 300))})
+    assert caught.value.var == "BASE_PATH" and "255 bytes" in caught.value.message
+
+
+def test_base_path_the_worker_cannot_search_is_named(monkeypatch, tmp_path: Path) -> None:
+    # Was: exit 1 with a bare PermissionError traceback (the suite runs as root, which
+    # may search anything: the refusal is the kernel's answer, given here).
+    real_stat = settings_mod.p.os.stat
+    blocked = str(tmp_path / "locked" / "volume")
+
+    def stat(path, *args, **kwargs):
+        if str(path) == blocked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(settings_mod.p.os, "stat", stat)
+    with pytest.raises(ConfigError) as caught:
+        load_settings({**MODEL, "BASE_PATH": blocked})
+    assert caught.value.var == "BASE_PATH" and "Permission denied" in caught.value.message
+    fallback = fallback_settings({**MODEL, "BASE_PATH": blocked})
+    assert fallback.base_path == Path("/runpod-volume")  # the default: nothing touches it
+
+
+def test_base_path_that_is_a_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ConfigError, match="is not a folder"):
+        load_settings({**MODEL, "BASE_PATH": str(tmp_path / "f")})
+    assert load_settings({**MODEL, "BASE_PATH": str(tmp_path / "absent")}).base_path
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda tmp: "/nonexistent", "no rule file or folder"),
+        (lambda tmp: "/dev/zero", "neither a rule file nor a folder"),
+        (lambda tmp: str(tmp), "no *.yaml rule files"),
+        (lambda tmp: str(tmp / "10.yaml"), "more than"),
+    ],
+    ids=["missing", "device", "empty-folder", "too-large"],
+)
+def test_a_rule_pack_path_that_cannot_be_a_pack_is_named(tmp_path, make, message) -> None:
+    # Was: exit 3 without an answer (and /dev/zero would be read without end).
+    with (tmp_path / "10.yaml").open("wb") as big:
+        big.truncate(17 * 1024 * 1024)  # sparse: 17 MiB without writing them
+    if "empty" in message or "*.yaml" in message:
+        (tmp_path / "10.yaml").unlink()
+    with pytest.raises(ConfigError) as caught:
+        load_settings({**MODEL, "RULES_PATH": make(tmp_path)})
+    assert caught.value.var == "RULES_PATH" and message in caught.value.message

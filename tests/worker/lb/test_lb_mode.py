@@ -12,6 +12,7 @@ from worker.config.settings import WORKER_ENV
 from worker.lb import bodies
 from worker.lb.health import health
 from worker.lb.mode import Endpoint, Mode, read_endpoint, select_mode
+from worker.lb.serve import connection_cap
 from worker.supervision.machine import WorkerState as S
 
 
@@ -99,3 +100,43 @@ def test_not_ready_names_the_phase_and_when_to_retry():
     error = json.loads(answer.body)["error"]
     assert error["type"] == "not_ready" and error["phase"] == "downloading"
     assert error["code"] == 503 and "downloading" in error["message"]
+
+
+def test_the_limits_come_from_the_lb_settings():
+    env = {
+        "WORKER_MODE": "lb",
+        "LB_HEADER_TIMEOUT": "2.5",
+        "LB_BODY_TIMEOUT": "7",
+        "LB_MAX_BODY_BYTES": "1024",
+        "LB_MAX_CONNECTIONS": "50",
+    }
+    endpoint, error = read_endpoint(env)
+    assert error is None
+    limits = endpoint.limits
+    assert (limits.header_timeout_s, limits.body_timeout_s) == (2.5, 7.0)
+    assert (limits.body_bytes, limits.connections) == (1024, 50)
+    assert (limits.header_bytes, limits.header_count) == (64 * 1024, 100)
+    endpoint, error = read_endpoint({**env, "LB_MAX_CONNECTIONS": "0"})
+    assert error is not None and error.var == "LB_MAX_CONNECTIONS"
+    assert endpoint.limits.connections == 1000  # the default, while the error is answered
+
+
+@pytest.mark.parametrize(
+    ("limit", "nofile", "cap"),
+    [
+        (1000, 256, 60),
+        (1000, 1024, 444),
+        (1000, 2136, 1000),
+        (1000, 1 << 20, 1000),
+        (5, 1 << 20, 5),
+        (1000, 64, 1),
+    ],
+)
+def test_port_connections_fit_under_the_descriptor_limit(limit, nofile, cap):
+    assert connection_cap(limit, nofile) == cap
+
+
+def test_an_answer_holding_an_undecodable_byte_is_still_sent():
+    # Was: a 500 with UnicodeEncodeError when a message carried MODEL_NAME's byte 0xff.
+    answer = bodies._answer(503, {"message": "model org/m\udcff is gone"})
+    assert json.loads(answer.body)["error"]["message"] == "model org/m\udcff is gone"

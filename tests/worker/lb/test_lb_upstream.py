@@ -25,7 +25,7 @@ def test_unreachable_vllm_is_answered_503_upstream_error():
             sent.append(message)
 
         try:
-            await Relay(upstream, send).run("GET", "/v1/models", [], b"")
+            await Relay(upstream, send).run("GET", "/v1/models", [], None)
         finally:
             await upstream.aclose()
         return sent
