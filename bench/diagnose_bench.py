@@ -26,6 +26,18 @@ Hyperscan databases are compiled and stored), then warm (read from that cache).
 Every run's verdict is checked against the verdict its reference part gives alone
 (evidence line shifted to the big file).
 
+**Fresh install** (the small log; ``--fresh`` only runs this part): what a fresh install
+pays that the rows above do not see. The package's source is copied without bytecode
+(as an editable install or a checkout lays it out) and run with ``PYTHONDONTWRITEBYTECODE=1``
+(set on many machines and images; Python then never writes bytecode beside the source)
+and an empty cache folder: the first run, then ``--fresh-runs`` next runs, interleaved
+with the yardsticks (grep as above, ``python -c pass``: the interpreter's own start, and
+the installed ``diagnose`` with its warm cache: the small row above). ``--fresh-venv DIR``
+also builds a fresh virtual environment in DIR with ``pip install`` of this checkout (a
+wheel: pip writes the bytecode at install time; DIR is made anew) and measures its
+``diagnose`` the same way. Wall time and CPU time (user + system, from ``wait4``) are
+both given: on a shared machine the minimum of the CPU time is the steadier figure.
+
 ``--pack-grep-mb N`` also times grep with the rule pack's own regexes (converted to
 ERE) on the first N MiB of the failing log: the old yardstick, kept to show why it
 misleads (it slows to a few MB/s on matching lines, so "diagnose beats grep" there
@@ -176,11 +188,16 @@ def build_logs(workdir: Path, min_bytes: int) -> list[Log]:
     log.reference = failing  # every start gives the same verdict; the first is evidence
     logs.append(log)
 
+    logs.append(small_log(workdir))
+    return logs
+
+
+def small_log(workdir: Path) -> Log:
+    failing = real_log(VLLM / FAILING)
     log = Log("small", workdir / "small.log", recipe=f"{RECIPE}:{len(failing)}")
     _write(log, failing, b"", b"", 0)
     log.reference = failing
-    logs.append(log)
-    return logs
+    return log
 
 
 def expected_verdict(pack: RulePack, log: Log) -> dict:
@@ -214,7 +231,8 @@ def measure(argv: list[str], env: dict[str, str] | None = None) -> Run:
         proc = subprocess.run(wrapped, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
         text = Path(report.name).read_text()
-    rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)[1])
+    found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+    rss_kb = int(found[1]) if found else 0
     return Run(seconds, rss_kb / 1024, proc.returncode, proc.stdout)
 
 
@@ -271,6 +289,147 @@ def bench_log(log: Log, pack: RulePack, plain: Path, runs: int, env: dict[str, s
         ok,
         shown,
     )
+
+
+# -- a fresh install -------------------------------------------------------------------
+
+ENTRY = "import sys; from diagnostics.command.cli import run; sys.exit(run())"
+
+
+@dataclass
+class Timed:
+    wall_s: float
+    cpu_s: float
+    returncode: int
+    stdout: str
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> Timed:
+    """Wall time and CPU time (user + system of the process and what it waited for)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, text=True)
+    stdout = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.stdout:
+        proc.stdout.close()
+    return Timed(
+        time.perf_counter() - start, usage.ru_utime + usage.ru_stime, proc.returncode, stdout
+    )
+
+
+@dataclass
+class FreshRow:
+    case: str
+    first: Timed
+    next_wall_s: list[float]
+    next_cpu_s: list[float]
+    verdict_ok: bool
+
+
+def copy_install(workdir: Path) -> Path:
+    """The package's source and rules, copied without bytecode (made anew each time)."""
+    site = workdir / "fresh-source"
+    shutil.rmtree(site, ignore_errors=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "diagnostics", site / "diagnostics", ignore=ignore)
+    shutil.copytree(ROOT / "rules", site / "rules", ignore=ignore)
+    return site
+
+
+def venv_install(folder: Path) -> Path:
+    """A fresh virtual environment in ``folder`` with this checkout ``pip install``ed."""
+    shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    pip = [str(folder / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
+    installed = subprocess.run([*pip, str(ROOT)], capture_output=True, text=True)
+    if installed.returncode != 0:
+        raise SystemExit(f"pip install failed:\n{installed.stderr[-3000:]}")
+    return folder / "bin" / "diagnose"
+
+
+def bench_fresh(
+    small: Log, pack: RulePack, plain: Path, runs: int, workdir: Path, venv: Path | None
+) -> tuple[list[FreshRow], dict[str, list[Timed]]]:
+    """First and next runs of a fresh install, interleaved with the yardsticks."""
+    expected = expected_verdict(pack, small)
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DIAGNOSE_CACHE")}
+    base["PYTHONDONTWRITEBYTECODE"] = "1"
+    cases: list[tuple[str, list[str], dict[str, str], Path | None]] = []
+    site = copy_install(workdir)
+    cases.append(
+        (
+            "source, no bytecode",
+            [sys.executable, "-c", ENTRY],
+            {**base, "PYTHONPATH": str(site)},
+            site.parent,  # not the repository: its diagnostics/ would be imported instead
+        )
+    )
+    if venv is not None:
+        cases.append(("pip install (wheel)", [str(venv_install(venv))], dict(base), None))
+    args = ["--format", "json", str(small.path)]
+    caches = []
+    rows = []
+    for name, argv, env, cwd in cases:
+        cache = Path(tempfile.mkdtemp(prefix="diagnose-bench-fresh-"))
+        caches.append(cache)
+        env["XDG_CACHE_HOME"] = str(cache)
+        first = timed([*argv, *args], env, cwd)
+        rows.append(FreshRow(name, first, [], [], verdict_of(first.stdout) == expected))
+    warm_env = {**os.environ, "XDG_CACHE_HOME": str(caches[0])}
+    warm_env.pop("PYTHONDONTWRITEBYTECODE", None)  # as the small row: bytecode written
+    yardsticks: dict[str, list[Timed]] = {"grep": [], "python -c pass": [], "installed, warm": []}
+    try:
+        for _ in range(runs):
+            for row, (_, argv, env, cwd) in zip(rows, cases, strict=True):
+                run = timed([*argv, *args], env, cwd)
+                row.next_wall_s.append(run.wall_s)
+                row.next_cpu_s.append(run.cpu_s)
+                row.verdict_ok = row.verdict_ok and verdict_of(run.stdout) == expected
+            c_env = {**os.environ, "LC_ALL": "C"}
+            grep = ["grep", "-c", "-E", "-f", str(plain), str(small.path)]
+            yardsticks["grep"].append(timed(grep, c_env))
+            yardsticks["python -c pass"].append(timed([sys.executable, "-c", "pass"], warm_env))
+            yardsticks["installed, warm"].append(timed([str(DIAGNOSE), *args], warm_env))
+    finally:
+        for cache in caches:
+            shutil.rmtree(cache, ignore_errors=True)
+    return rows, yardsticks
+
+
+def report_fresh(rows: list[FreshRow], yardsticks: dict[str, list[Timed]]) -> dict:
+    def ms(values: list[float]) -> str:
+        return f"{min(values) * 1000:.0f} / {statistics.median(values) * 1000:.0f}"
+
+    print("\n== a fresh install, the small log (ms: min / median) ==")
+    print("| case | first run: wall, CPU | next runs: wall | next runs: CPU | verdict |")
+    print("|---|---:|---:|---:|---|")
+    for row in rows:
+        print(
+            f"| {row.case} | {row.first.wall_s * 1000:.0f}, {row.first.cpu_s * 1000:.0f} | "
+            f"{ms(row.next_wall_s)} | {ms(row.next_cpu_s)} | "
+            f"{'as expected' if row.verdict_ok else 'MISMATCH'} |"
+        )
+    for name, timings in yardsticks.items():
+        walls, cpus = [t.wall_s for t in timings], [t.cpu_s for t in timings]
+        print(f"| yardstick: {name} | | {ms(walls)} | {ms(cpus)} | |")
+    return {
+        "rows": [
+            {
+                "case": row.case,
+                "first_wall_s": row.first.wall_s,
+                "first_cpu_s": row.first.cpu_s,
+                "next_wall_s": row.next_wall_s,
+                "next_cpu_s": row.next_cpu_s,
+                "verdict_ok": row.verdict_ok,
+            }
+            for row in rows
+        ],
+        "yardsticks": {
+            name: {"wall_s": [t.wall_s for t in ts], "cpu_s": [t.cpu_s for t in ts]}
+            for name, ts in yardsticks.items()
+        },
+    }
 
 
 # -- the old yardstick: grep with the pack's own regexes -----------------------------
@@ -447,6 +606,7 @@ def profile(pack: RulePack, log: Log, megabytes: int, top: int = 14) -> None:
 
 
 def main() -> int:
+    global DIAGNOSE
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=int, default=500, help="minimum size of the big logs")
     parser.add_argument("--runs", type=int, default=3, help="runs of each; the median counts")
@@ -455,22 +615,41 @@ def main() -> int:
     parser.add_argument("--pack-grep-mb", type=int, default=0)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-mb", type=int, default=50)
+    parser.add_argument("--fresh", action="store_true", help="only the fresh-install part")
+    parser.add_argument("--fresh-runs", type=int, default=11, help="next runs of a fresh install")
+    parser.add_argument(
+        "--fresh-venv", type=Path, help="also pip install this checkout into a new venv here"
+    )
+    parser.add_argument("--diagnose", type=Path, default=DIAGNOSE, help="the installed command")
     args = parse_args(parser)
-    if not DIAGNOSE.exists():
-        print(f"{DIAGNOSE} not found: install the project into .venv first", file=sys.stderr)
+    DIAGNOSE = args.diagnose
+    works = DIAGNOSE.exists() and subprocess.run([str(DIAGNOSE), "--help"], capture_output=True)
+    if not works or works.returncode != 0:
+        print(
+            f"{DIAGNOSE} does not run: install the project into .venv first (pip install -e .)",
+            file=sys.stderr,
+        )
         return 2
     if ROOT in args.workdir.resolve().parents:
         print("--workdir must be outside the repository", file=sys.stderr)
         return 2
     args.workdir.mkdir(parents=True, exist_ok=True)
     pack = load_pack()
+    plain = args.workdir / "plain.ere"
+    plain.write_text("\n".join(PLAIN_PATTERNS) + "\n")
+    small = small_log(args.workdir)
+    if args.fresh:
+        fresh = report_fresh(
+            *bench_fresh(small, pack, plain, args.fresh_runs, args.workdir, args.fresh_venv)
+        )
+        print(f"  load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        write_json(args.json, {"date": datetime.now(UTC).isoformat(timespec="seconds"), **fresh})
+        return 0
     started = time.perf_counter()
     logs = build_logs(args.workdir, args.size_mb * MIB)
     if args.only:
         logs = [log for log in logs if log.name in args.only]
     print(f"logs ready in {time.perf_counter() - started:.1f} s under {args.workdir}")
-    plain = args.workdir / "plain.ere"
-    plain.write_text("\n".join(PLAIN_PATTERNS) + "\n")
 
     cache = Path(tempfile.mkdtemp(prefix="diagnose-bench-cache-"))
     # As installed: bytecode written once and read after (this shell may forbid it).
@@ -501,9 +680,10 @@ def main() -> int:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
-        cold = f" (cold cache: {row.cold_s:.3f})" if row.cold_s is not None else ""
+        cold_text = f" (cold cache: {row.cold_s:.3f})" if row.cold_s is not None else ""
         print(
-            f"| {row.log} | {row.size_mb:,.1f} MB | {row.diagnose:.3f}{cold} | {row.grep:.3f} | "
+            f"| {row.log} | {row.size_mb:,.1f} MB | {row.diagnose:.3f}{cold_text} | "
+            f"{row.grep:.3f} | "
             f"{row.diagnose / row.grep:.2f} | {row.diagnose_rss_mb:.1f} | {row.grep_rss_mb:.1f} | "
             f"{row.verdict} |"
         )
@@ -520,6 +700,11 @@ def main() -> int:
         else:
             met.append(row.diagnose / row.grep <= TARGET_TIME_RATIO)
         met.append(row.diagnose_rss_mb < TARGET_RSS_MB and row.verdict_ok)
+    fresh_rows, yardsticks = bench_fresh(
+        small, pack, plain, args.fresh_runs, args.workdir, args.fresh_venv
+    )
+    fresh = report_fresh(fresh_rows, yardsticks)
+    met.append(all(row.verdict_ok for row in fresh_rows))
     print(f"targets: {'all met' if all(met) else 'NOT all met'}")
     write_json(
         args.json,
@@ -530,6 +715,7 @@ def main() -> int:
             "rows": [
                 asdict(r) | {"diagnose_median": r.diagnose, "grep_median": r.grep} for r in rows
             ],
+            "fresh_install": fresh,
         },
     )
     if args.pack_grep_mb:

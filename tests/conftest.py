@@ -125,7 +125,7 @@ SOAK_NOTE = (
     "quote, bracket, comma); only a run of over 64 KiB with no break is cut at 1 MiB exactly.\n"
     "- A job-take body that is not valid JSON or not UTF-8 is dropped, as the RunPod SDK drops "
     "it (no job id in it can be trusted); one that is valid but nested deeper than Python's "
-    "parser allows is read by `worker/queue/job_fetch.py` and its deep jobs answered as bad input.\n"
+    "parser allows is read by `worker/queue/take_body.py` and its deep jobs answered as bad input.\n"
     "- When the worker dies (even by SIGKILL) vLLM gets SIGTERM (parent-death signal, "
     "`worker/supervision/vllm_process.py`), which vLLM handles while loading and serving by shutting "
     "down its engine processes too; a vLLM hung so that it ignores SIGTERM would outlive "

@@ -5,24 +5,74 @@ Exit codes:
   1  at least one input shows a failed start (permanent or transient)
   2  usage error, unreadable/empty/binary input, or a broken rule pack
      (a one-line message on stderr; other inputs are still diagnosed)
+
+Bytecode: when Python may not write bytecode (``PYTHONDONTWRITEBYTECODE``, ``-B``) and
+none was written beside this module (an editable install or a checkout; ``pip install``
+of a wheel writes it at install time), every run would compile the package's source
+again: ~30 ms of a small log's ~60. Then the modules this command imports are read
+from, and the first time written to, ``$XDG_CACHE_HOME/runpod-vllm-worker/bytecode``
+(``sys.pycache_prefix``), never beside the source; ``DIAGNOSE_CACHE=off`` turns that off
+with the rest of the cache (:mod:`diagnostics.pack.dbcache`). The imports are in
+:func:`main` for that reason, and ``diagnostics/__init__`` imports nothing.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
-from diagnostics.command.render import to_json, to_text
-from diagnostics.pack.rules import RulePackError, load_pack
-from diagnostics.scanning.scan import BLOCK_SIZE, InputError, classify_stream
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping
 
 EXIT_OK, EXIT_FAILED_START, EXIT_ERROR = 0, 1, 2
+BYTECODE = "bytecode"  # the folder beside dbcache's, under runpod-vllm-worker/
+FORMATS = ("text", "json")
+
+
+class Arguments(NamedTuple):
+    files: list[str]
+    format: str = "text"
+    rules: str | None = None
+
+
+def arguments(argv: list[str] | None = None) -> Arguments:
+    """The command's arguments. The usual form (``--format``/``--rules`` with their
+    values, then one or more files) is read here; anything else (help, a usage error,
+    an abbreviated option, an option after a file, ``--``) goes to argparse, which
+    gives the same result and words every message. Building argparse's parser costs
+    ~4 ms of a small log's ~60."""
+    args = sys.argv[1:] if argv is None else argv
+    found: dict[str, str | None] = {"format": "text", "rules": None}
+    i = 0
+    while i < len(args) and args[i].startswith("--"):
+        name, equals, value = args[i][2:].partition("=")
+        if name not in found:
+            return _parsed(argv)
+        if not equals:
+            if i + 1 == len(args) or args[i + 1].startswith("-"):
+                return _parsed(argv)
+            i += 1
+            value = args[i]
+        found[name] = value
+        i += 1
+    files = args[i:]
+    if not files or found["format"] not in FORMATS:
+        return _parsed(argv)
+    if any(name.startswith("-") and name != "-" for name in files):
+        return _parsed(argv)
+    return Arguments(files, found["format"] or "text", found["rules"])
+
+
+def _parsed(argv: list[str] | None) -> Arguments:
+    parsed = _parser().parse_args(argv)
+    return Arguments(parsed.files, parsed.format, parsed.rules)
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="diagnose",
         description="Say how far a vLLM start got and, if it failed, why and what to change.",
@@ -32,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_formatter,
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="log file, or - for stdin")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument(
         "--rules", metavar="PATH", help="rule pack folder or file (default: built in)"
     )
@@ -49,13 +99,19 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
             columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             columns = 80
+    import argparse
+
     return argparse.HelpFormatter(prog, width=max(columns, 1) - 2)
 
 
 def main(argv: list[str] | None = None, *, tune_memory: bool = False) -> int:
     """``tune_memory``: keep freed memory on the heap once an input is big (the
     console script; see :func:`_keep_freed_memory`)."""
-    args = _parser().parse_args(argv)
+    args = arguments(argv)
+    with _BytecodeIn(bytecode_dir()):
+        from diagnostics.command.render import to_json, to_text
+        from diagnostics.pack.rules import RulePackError, load_pack
+        from diagnostics.scanning.scan import InputError, classify_stream
     try:
         pack = load_pack(args.rules)
     except RulePackError as exc:
@@ -71,7 +127,7 @@ def main(argv: list[str] | None = None, *, tune_memory: bool = False) -> int:
                     tune_memory = _keep_freed_memory()
                 diagnosis = classify_stream(stdin, pack)
             else:
-                with Path(name).open("rb") as stream:
+                with open(name, "rb") as stream:
                     if tune_memory and _bigger_than_a_block(stream):
                         tune_memory = _keep_freed_memory()
                     diagnosis = classify_stream(stream, pack)
@@ -88,10 +144,45 @@ def main(argv: list[str] | None = None, *, tune_memory: bool = False) -> int:
 
 def _stdin() -> BinaryIO:
     """Standard input as bytes; InputError when it is closed (``diagnose - <&-``)."""
+    from diagnostics.scanning.scan import InputError
+
     stdin = sys.stdin
     if stdin is None or getattr(stdin, "buffer", None) is None:
         raise InputError("standard input is closed")
     return stdin.buffer
+
+
+def bytecode_dir(env: Mapping[str, str] = os.environ) -> str | None:
+    """The folder for this command's bytecode, or None: Python's own place will do
+    (bytecode may be written, or was written beside this module), or the cache is off.
+    The root is :func:`diagnostics.pack.dbcache.cache_dir`'s, found without importing
+    that module (it would be compiled from source first)."""
+    if not sys.dont_write_bytecode or sys.pycache_prefix is not None:
+        return None
+    cached = globals().get("__cached__")
+    if not cached or os.path.exists(cached):
+        return None
+    if env.get("DIAGNOSE_CACHE", "").lower() in ("0", "off", "false", "no"):
+        return None
+    base = env.get("XDG_CACHE_HOME") or ""
+    root = base if os.path.isabs(base) else os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "runpod-vllm-worker", BYTECODE)
+
+
+class _BytecodeIn:
+    """Within the block, modules imported for the first time keep their bytecode under
+    ``folder`` (read from it, written to it when missing or stale); None: no change."""
+
+    def __init__(self, folder: str | None) -> None:
+        self.folder = folder
+        self.saved: tuple[str | None, bool] = (sys.pycache_prefix, sys.dont_write_bytecode)
+
+    def __enter__(self) -> None:
+        if self.folder is not None:
+            sys.pycache_prefix, sys.dont_write_bytecode = self.folder, False
+
+    def __exit__(self, *exc: object) -> None:
+        sys.pycache_prefix, sys.dont_write_bytecode = self.saved
 
 
 def run() -> int:
@@ -104,6 +195,8 @@ def run() -> int:
 
 
 def _bigger_than_a_block(stream: BinaryIO) -> bool:
+    from diagnostics.scanning.scan import BLOCK_SIZE
+
     try:
         return os.fstat(stream.fileno()).st_size > BLOCK_SIZE
     except (OSError, ValueError, AttributeError):

@@ -37,7 +37,10 @@ from tests.support.vllm_env import (
 )
 from worker.config.baked import BakedModel, read_baked_model
 from worker.config.settings import load_settings
-from worker.image.bake import BakeError, bake, read_token, skipped_weights
+from worker.image.bake import bake
+from worker.image.credentials import read_token
+from worker.image.download_plan import skipped_weights
+from worker.image.errors import BakeError
 
 OK, GATED, MISSING = OK_REPO, GATED_REPO, MISSING_REPO
 TOKENIZER = "tiny-org/tokenizer-only"

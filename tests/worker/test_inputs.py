@@ -9,14 +9,17 @@ worker must settle within ``SETTLE_S``, answer a job (queue mode) or a request a
 (``test_the_doc_shows_this_table``); ``RELIABILITY_DOC=1`` rewrites it.
 
 A row runs in both modes where the modes' paths differ (every input of issue 23 §6: the
-non-UTF-8 values, the rule pack, BASE_PATH; the pre-flight's hub answers); the other
-settings go through the one invalid-setting path both modes share and run in one mode
-each, alternating, to keep the walk in seconds.
+non-UTF-8 values, the rule pack, BASE_PATH; the pre-flight's hub refusals, which each
+mode answers its own way); the other settings go through the one invalid-setting path
+both modes share, and a hub answer the pre-flight cannot use is "unknown" in both alike
+(vLLM decides): those run in one mode each, alternating, to keep the walk in seconds.
 
 To add a row: append a ``Row`` (input, hostile value, modes, expected state, expected
-text, and ``env`` or ``job`` or ``attack``). A row whose fix is not in yet gets
-``xfail="why"`` (run as ``xfail(strict=True)``: it fails the suite once it passes, to be
-flipped). All workers run at once (``PARALLEL`` at a time), in about 20 s in all.
+text, and ``env`` or ``job`` or ``take`` or ``attack``; ``logged`` when what the worker
+did is in its log rather than in an answer: a pre-flight's "unknown", a dropped job-take
+element). A row whose fix is not in yet gets ``xfail="why"`` (run as
+``xfail(strict=True)``: it fails the suite once it passes, to be flipped). All workers
+run at once (``PARALLEL`` at a time), in well under a minute in all.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,9 +44,10 @@ import httpx
 import psutil
 import pytest
 
-from tests.support.hub_server import HubServer
+from tests.support.hub_server import Body, Hostile, HubServer
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import PLANTED_ENV, ROOT, free_port, worker_env
+from worker.queue.job_check import MAX_ID_LENGTH, MAX_SEEN_IDS
 
 STANDIN = f"{sys.executable} -m tests.support.vllm_standin"
 SINK = f"{sys.executable} -m tests.worker.lb.sink_vllm"
@@ -74,9 +79,12 @@ class Row:
 
     ``env``: the environment the worker starts with (``{tmp}``, ``{hub}``, ``{bad}`` are
     filled in: a scratch folder, the loopback hub's URL, a byte that is not UTF-8).
-    ``job``: the queue job's input (default: a plain prompt). ``attack``: for HTTP
-    clients, the name of a function in ``ATTACKS`` run against a ready worker; it
-    returns the answer's status and body."""
+    ``job``: the queue job's input (default: a plain prompt). ``take``: job-take
+    elements handed out, as given, before that job (queue mode); each one with a string
+    id must be answered exactly once, and the job after them still answered.
+    ``attack``: for HTTP clients, the name of a function in ``ATTACKS`` run against a
+    ready worker; it returns the answer's status and body. ``logged``: the worker's log
+    must hold one of these texts (for what no answer shows)."""
 
     input: str
     source: str  # setting, filesystem, hub, nvml, queue, http
@@ -87,8 +95,10 @@ class Row:
     text: str  # the answer names the input with this
     env: Mapping[str, str] = field(default_factory=dict)
     job: object = None
+    take: tuple[object, ...] = ()
     attack: str | None = None
     status: int | None = None  # HTTP rows: the status expected
+    logged: tuple[str, ...] = ()
     xfail: str | None = None
 
     @property
@@ -97,6 +107,7 @@ class Row:
 
 
 BAD = "\udcff"  # os.environ's form of the byte 0xff, which is not UTF-8
+PROMPT = {"prompt": "x"}
 S = "setting"
 ROWS: tuple[Row, ...] = (
     # -- settings: every one validated first; a bad one is failed-permanent naming it
@@ -295,6 +306,71 @@ ROWS: tuple[Row, ...] = (
         "",
         {"MODEL_NAME": "org/ok", "HF_ENDPOINT": "http://127.0.0.1:9"},
     ),
+    Row(
+        "hub: config.json",
+        "hub",
+        "2 MiB decoded (MAX_CONFIG_BYTES), inflated with a cap",
+        "gzip: 64 KiB on the wire, 64 MiB decoded",
+        (QUEUE,),
+        READY,
+        "",
+        {"MODEL_NAME": "org/gzip-config", "HF_ENDPOINT": "{hub}"},
+        logged=("config.json is larger than 2 MiB (decoded)",),
+    ),
+    Row(
+        "hub: model info",
+        "hub",
+        "8 MiB decoded (MAX_INFO_BYTES), 20,000 files (MAX_FILES)",
+        "10^6 files",
+        (LB,),
+        READY,
+        "",
+        {"MODEL_NAME": "org/many-files", "HF_ENDPOINT": "{hub}"},
+        logged=("model info is larger than 8 MiB (decoded)",),
+    ),
+    Row(
+        "hub: model info",
+        "hub",
+        "PREFLIGHT_TIMEOUT for all requests together",
+        "a byte every 50 ms, never ending",
+        (QUEUE,),
+        READY,
+        "",
+        {"MODEL_NAME": "org/trickle", "HF_ENDPOINT": "{hub}"},
+        logged=("(PREFLIGHT_TIMEOUT)", "model info was still arriving at the deadline"),
+    ),
+    Row(
+        "hub: model info",
+        "hub",
+        "a size an integer 0 - 1 TiB, 32 TiB in all",
+        "a size of -10^15",
+        (LB,),
+        READY,
+        "",
+        {"MODEL_NAME": "org/negative-size", "HF_ENDPOINT": "{hub}"},
+        logged=("the model info is not plausible",),
+    ),
+    Row(
+        "hub: config.json",
+        "hub",
+        "strict JSON; positions an integer 1 - 2^32",
+        "max_position_embeddings: NaN",
+        (QUEUE,),
+        READY,
+        "",
+        {"MODEL_NAME": "org/nan-config", "HF_ENDPOINT": "{hub}"},
+        logged=("config.json is not JSON",),
+    ),
+    Row(
+        "hub: model info",
+        "hub",
+        "the answer's text redacted (HF_TOKEN never shown)",
+        "403 echoing the Authorization header",
+        BOTH,
+        PERMANENT,
+        "Access denied for Bearer",
+        {"MODEL_NAME": "org/echo", "HF_ENDPOINT": "{hub}"},
+    ),
     # -- NVML (the pre-flight's GPU inventory)
     Row(
         "NVML",
@@ -326,6 +402,49 @@ ROWS: tuple[Row, ...] = (
         READY,
         "must be a JSON object",
         job=[1, 2],
+    ),
+    Row(
+        "job-take element",
+        "queue",
+        "a JSON object with an id",
+        "no id",
+        (QUEUE,),
+        READY,
+        "",
+        take=({"input": PROMPT},),
+        logged=("the job has no id",),
+    ),
+    Row(
+        "job-take element",
+        "queue",
+        f"an id: a string of 1 - {MAX_ID_LENGTH} URL-path characters",
+        "an integer id",
+        (QUEUE,),
+        READY,
+        "",
+        take=({"id": 7, "input": PROMPT},),
+        logged=("its id is a number, not a string",),
+    ),
+    Row(
+        "job-take element",
+        "queue",
+        f"an id not taken before (the last {MAX_SEEN_IDS:,} remembered)",
+        "the same id twice",
+        (QUEUE,),
+        READY,
+        "",
+        take=({"id": "twice", "input": PROMPT}, {"id": "twice", "input": PROMPT}),
+        logged=("its id was taken before: a duplicate",),
+    ),
+    Row(
+        "job-take element",
+        "queue",
+        "an input (a JSON object)",
+        "no input",
+        (QUEUE,),
+        READY,
+        "The job has no input",
+        take=({"id": "no-input"},),
     ),
     # -- HTTP clients of PORT (a ready worker; HTTP_LIMITS)
     Row(
@@ -542,6 +661,7 @@ class Outcome:
     error_type: str | None = None
     seconds: float = 0.0
     rss_mib: float = 0.0
+    log: str = ""  # the worker's stderr and stdout
     problem: str | None = None  # what went wrong running the row
 
 
@@ -593,6 +713,38 @@ def _spawn(env: dict[str, str], log_dir: Path) -> subprocess.Popen:
         )
 
 
+def _log(log_dir: Path) -> str:
+    return "".join(
+        (log_dir / name).read_text(errors="replace")
+        for name in ("worker.err", "worker.out")
+        if (log_dir / name).exists()
+    )
+
+
+def _message(done: object) -> tuple[str, str | None]:
+    """A job's answer: the error's message and type, or the output as JSON."""
+    error = done.get("error") if isinstance(done, dict) else None
+    if error is None:
+        return json.dumps(done)[:2000], None
+    payload = json.loads(error)
+    return payload["message"], payload["type"]
+
+
+def _taken(queue: QueueServer, row: Row) -> tuple[list[str], str | None]:
+    """The answers to the row's job-take elements that have a string id, and what went
+    wrong (an element answered other than exactly once)."""
+    ids = dict.fromkeys(
+        e["id"] for e in row.take if isinstance(e, dict) and isinstance(e.get("id"), str)
+    )
+    answers = []
+    for job_id in ids:
+        record = queue.job(job_id)
+        if record.done_count != 1:
+            return answers, f"job-take element {job_id!r} answered {record.done_count} times"
+        answers.append(_message(record.done)[0])
+    return answers, None
+
+
 def _end(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
@@ -620,10 +772,11 @@ def _run_queue(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
     limit = sys.getrecursionlimit()
     with QueueServer() as queue:
         env.update(queue.env())
-        job_input = row.job if row.job is not None else {"prompt": "x"}
+        job_input = row.job if row.job is not None else PROMPT
         if job_input == {"messages": "{deep}"}:
             sys.setrecursionlimit(max(limit, 20_000))
             job_input = {"messages": _deep(3000)}
+        queue.submit_raw(*row.take)  # taken before the job
         job = queue.submit(job_input)
         started = time.monotonic()
         proc = _spawn(env, log_dir)
@@ -631,17 +784,15 @@ def _run_queue(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
         try:
             done = queue.wait_done(job, SETTLE_S)
             outcome.seconds = time.monotonic() - started
-            error = done.get("error") if isinstance(done, dict) else None
-            if error is not None:
-                payload = json.loads(error)
-                outcome.answer, outcome.error_type = payload["message"], payload["type"]
-            else:
-                outcome.answer = json.dumps(done)[:2000]
+            outcome.answer, outcome.error_type = _message(done)
+            taken, outcome.problem = _taken(queue, row)
+            outcome.answer = "\n".join([outcome.answer, *taken])
         except TimeoutError as exc:
             outcome.problem = f"no answer within {SETTLE_S} s: {exc}"
         finally:
             outcome.rss_mib = rss.stop()
             _end(proc)
+            outcome.log = _log(log_dir)
     return outcome
 
 
@@ -682,6 +833,7 @@ def _run_lb(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
     finally:
         outcome.rss_mib = rss.stop()
         _end(proc)
+        outcome.log = _log(log_dir)
     return outcome
 
 
@@ -762,8 +914,40 @@ def _hub(root: Path) -> HubServer:
         "torch_dtype": "float32",
     }
     (model / "config.json").write_text(json.dumps(config))
+    bomb = _gzip_zeros(64 * MiB)
+    size = {"siblings": [{"rfilename": "model.safetensors", "size": -(10**15)}]}
+    hostile = {  # the hub rows' hostile answers (tests/worker/preflight has them all)
+        "org/gzip-config": Hostile(files={"config.json": Body(lambda: iter([bomb]), "gzip")}),
+        "org/many-files": Hostile(info=Body(lambda: _many_files(10**6))),
+        "org/trickle": Hostile(info=Body(lambda: iter(lambda: b" ", None), pause_s=0.05)),
+        "org/negative-size": Hostile(info=size),
+        "org/nan-config": Hostile(files={"config.json": Body(lambda: iter([NAN_CONFIG]))}),
+        "org/echo": Hostile(echo_token=True),
+    }
     repos = {"org/ok": model, "org/gated": model, "org/down": model}
-    return HubServer(repos, gated={"org/gated"}, failing={"org/down": 503})
+    repos.update(dict.fromkeys(hostile, model))
+    return HubServer(repos, gated={"org/gated"}, failing={"org/down": 503}, hostile=hostile)
+
+
+NAN_CONFIG = (
+    b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama", '
+    b'"max_position_embeddings": NaN}'
+)
+
+
+def _gzip_zeros(decoded: int) -> bytes:
+    """A gzip body that inflates to ``decoded`` zero bytes."""
+    pack = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return b"".join(pack.compress(bytes(MiB)) for _ in range(decoded // MiB)) + pack.flush()
+
+
+def _many_files(count: int) -> Iterator[bytes]:
+    """A model info listing ``count`` files, made while it is sent."""
+    yield b'{"sha": "' + b"a" * 40 + b'", "siblings": ['
+    for start in range(0, count, 2000):
+        end = min(count, start + 2000)
+        yield b"".join(b'{"rfilename": "f%07d.json", "size": 1},' % i for i in range(start, end))
+    yield b'{"rfilename": "config.json", "size": 10}]}'
 
 
 def _cases() -> list[tuple[Row, str]]:
@@ -784,6 +968,9 @@ def outcomes(tmp_path_factory) -> Iterator[dict[str, Outcome]]:
         places = {"tmp": str(tmp), "hub": hub.url, "bad": BAD}
         http_rows = [row for row in ROWS if row.attack is not None]
         cases = [(row, mode) for row, mode in _cases() if row.attack is None]
+        # The hub rows first: they wait on the hub (up to PREFLIGHT_TIMEOUT), and a
+        # trickling hub holds the worker's exit (its download-size read) for 10 s more.
+        cases.sort(key=lambda case: case[0].source != "hub")
 
         def run(case: tuple[Row, str]) -> tuple[str, Outcome]:
             row, mode = case
@@ -817,6 +1004,9 @@ def test_a_hostile_input_is_answered_within_bounds(outcomes, row: Row, mode: str
     assert outcome.problem is None, outcome.problem
     assert outcome.rss_mib < RSS_LIMIT_MIB, outcome
     assert not [n for n, v in PLANTED_ENV.items() if v in outcome.answer], "a secret leaked"
+    assert not [n for n, v in PLANTED_ENV.items() if v in outcome.log], "a secret in the log"
+    if row.logged:
+        assert any(text in outcome.log for text in row.logged), (row.logged, outcome.log[-3000:])
     if row.attack is not None:
         assert outcome.status == row.status, outcome
         assert row.text in outcome.answer, outcome
@@ -863,7 +1053,7 @@ def test_every_input_is_answered_within_bounds(outcomes, reliability):
         "as the table says",
         f"each answered naming its input; slowest settle {slowest:.1f} s (limit "
         f"{SETTLE_S:g}), peak worker RSS {peak:.0f} MiB (limit {RSS_LIMIT_MIB}), slowest "
-        f"/ping under an HTTP attack {ping:.0f} ms; no planted secret in any answer",
+        f"/ping under an HTTP attack {ping:.0f} ms; no planted secret in any answer or log",
     )
 
 
@@ -879,6 +1069,8 @@ def render(rows: tuple[Row, ...] = ROWS) -> str:
     for row in rows:
         state = row.state if row.status is None else f"{row.state}; {row.status}"
         text = f"`{row.text}`" if row.text else "(served as usual)"
+        if row.logged:
+            text += "; logged: " + " or ".join(f"`{logged}`" for logged in row.logged)
         note = f" (xfail: {row.xfail})" if row.xfail else ""
         cells = [row.input, row.source, row.bounds, row.hostile, ", ".join(row.modes), state]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + f" | {text}{note} |")

@@ -1,7 +1,9 @@
 """The image's build step: bake a model into the image (``bake``, run as
-``python -m worker.image.bake`` by the Dockerfile).
+``python -m worker.image.bake`` by the Dockerfile): which files to download
+(``download_plan``), the token and the endpoint kept out of what is printed
+(``credentials``), a failure as one line (``errors``).
 
-May import: nothing of ``worker`` (it runs at build time, alone); the secret rule
-(``diagnostics.redaction``). Imported by: nobody
-(the Dockerfile runs it).
+May import: nothing of ``worker`` outside this folder (it runs at build time, alone);
+the secret rule (``diagnostics.redaction``). Imported by: nobody (the Dockerfile runs
+it).
 """

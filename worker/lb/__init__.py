@@ -11,10 +11,14 @@ probe its health on ``PORT_HEALTH``. In this mode the same supervisor starts vLL
 * ``health``    the health-check status per state and its ASGI app;
 * ``proxy``     the ASGI app on ``PORT``: pass-through to vLLM when ready, the request
                 body streamed and bounded;
-* ``serve``     the run loop: uvicorn servers with the limits of a public port (header
-                size, count and time, connections fitted to the descriptor limit, the
-                health port on its own thread), signals, drain, exit after a transient
-                failure.
+* ``serve``     the run loop: uvicorn servers, signals, drain, exit after a transient
+                failure;
+* ``guard``     a port's limits shared by its connections, the connections fitted to
+                the descriptor limit;
+* ``connection``, ``guarded_http``  uvicorn's httptools protocol with the limits of a
+                public port: the connection (admission, header deadline, lingering
+                close, stop); the request (header size and count, early answers);
+* ``health_thread``  the health port's server on a thread and loop of its own.
 
 Its settings' parsers are ``worker.config.lb_parsers``. Nothing here reads ``os.environ``
 or starts anything at import.

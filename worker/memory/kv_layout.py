@@ -1,6 +1,6 @@
 """The KV cache as vLLM lays it out on one device: bytes per token per layer, the layer
 groups of hybrid (sliding-window + full) models, blocks of ``block_size`` tokens, and
-what one request of a given length needs.
+what one request of a given length needs (vLLM 0.32 plans it without the null block).
 
 V0 sizes one uniform cache for every layer: blocks = memory // (block_size x bytes per
 token of all layers); the tokens are blocks x block_size, and so is the longest request.
@@ -39,6 +39,7 @@ class KvLayout:
     num_groups: int  # V1 groups after splitting; V0: 1
     window: int | None
     batched_tokens: int  # max_num_batched_tokens (bounds a sliding-window layer's need)
+    reserved_blocks: int = 0  # blocks held back from the length's plan (the null block)
 
     @property
     def layers(self) -> int:
@@ -115,6 +116,12 @@ def blocks_for_memory(layout: KvLayout, memory: float) -> int:
     return int(memory // (page * layout.layers))
 
 
+def block_bytes(layout: KvLayout) -> int:
+    """Bytes one block takes in the pool (V1: the largest group's layers; V0: all)."""
+    page = layout.token_layer_bytes * layout.block_size
+    return page * (layout.group_size if layout.v1 else layout.layers)
+
+
 def tokens_for_memory(layout: KvLayout, memory: float) -> int:
     """The token count vLLM reports for this much KV cache memory on each device."""
     blocks = blocks_for_memory(layout, memory)
@@ -140,8 +147,10 @@ def memory_for_length(layout: KvLayout, length: int) -> int:
 
 
 def longest_fitting_length(layout: KvLayout, memory: float, cap: int | None) -> int:
-    """The largest length whose one request fits ``memory`` (at most ``cap``)."""
+    """The largest length whose one request fits ``memory`` (at most ``cap``), less the
+    blocks vLLM holds back from the plan."""
     limit = cap or LEN_CAP
+    memory -= layout.reserved_blocks * block_bytes(layout)
     if memory <= 0 or memory_for_length(layout, 1) > memory:
         return 0
     if memory_for_length(layout, limit) <= memory:

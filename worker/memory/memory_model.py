@@ -5,15 +5,16 @@ Per device: the budget is total memory x gpu_memory_utilization; vLLM's profile 
 max_num_seqs x vocabulary logits) measures the peak activation; memory outside torch
 (non-torch) and, from V1 0.21 when graphs are captured, the CUDA-graph estimate are
 taken too; what is left, or ``--kv-cache-memory-bytes`` when set, is the KV cache, in
-blocks of ``block_size`` tokens (see kv_layout). Every constant here comes from vLLM's
-code or from the calibration rows of fixtures/fit-truth (see vllm_defaults).
+blocks of ``block_size`` tokens (16; 128 on vLLM 0.32's CPU build: see kv_layout,
+vllm_defaults). Every constant here comes from vLLM's code or from the calibration rows
+of fixtures/fit-truth (see vllm_defaults).
 
 ``estimate_memory(spec)`` returns a ``MemoryEstimate``. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from worker.memory import kv_layout as kv
 from worker.memory import vllm_defaults as vd
@@ -200,7 +201,11 @@ def _size_kv(
         return
     use_mla = vd.uses_mla_cache(spec.engine, spec.version)
     per_layer = kv.token_layer_bytes(a, spec.tp, spec.cache_bytes, use_mla)
-    block = spec.block_size or 16
+    model_type = str(spec.config.get("model_type") or "")
+    block = spec.block_size or vd.default_block_size(
+        spec.platform, spec.version, a.mla is not None and use_mla, model_type
+    )
+    reserved = vd.reserved_blocks(spec.engine, spec.version)
     hybrid = vd.hybrid_allocator(spec.engine, spec.version)
     if a.hybrid_state:
         est.assumptions.append("the KV cache of a hybrid Mamba model is not estimated")
@@ -213,6 +218,7 @@ def _size_kv(
         first += count
         layout = kv.build_layout(a, kinds, per_layer, block, spec.engine == "V1", hybrid,
                                  est.batched_tokens)  # fmt: skip
+        layout = replace(layout, reserved_blocks=reserved)
         memory = _stage_memory(spec, est, weights)
         if memory is None:
             est.layout = layout

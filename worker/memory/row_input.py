@@ -141,6 +141,7 @@ class RunSpec:
     pooling: bool
     safetensors_parameters: Mapping[str, int] | None
     weights_file_bytes: int | None
+    platform: str = "gpu"  # "cpu": vLLM's CPU build (its block size differs)
 
 
 def _check_config(config: Mapping[str, Any]) -> None:
@@ -191,7 +192,9 @@ def parse_row(row: object) -> RunSpec:
     arch_names = config.get("architectures")
     name = arch_names[0] if isinstance(arch_names, list) and arch_names else ""
     eager = _flag(row, "enforce_eager")
-    engine = resolve_engine(_text(row, "engine"), version)
+    engine_text = _text(row, "engine")
+    engine = resolve_engine(engine_text, version)
+    cpu = "cpu" in ((engine_text or "").lower(), (_text(row, "platform") or "").lower())
     return RunSpec(
         config=config,
         engine=engine,
@@ -219,4 +222,5 @@ def parse_row(row: object) -> RunSpec:
         pooling=flags.get("pooling_model") is True,
         safetensors_parameters=_parameters(row),
         weights_file_bytes=files,
+        platform="cpu" if cpu else "gpu",
     )

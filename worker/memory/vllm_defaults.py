@@ -39,6 +39,12 @@ GRAPH_FLOOR_V0 = 0.02 * GIB
 SAMPLER_BYTES_V0 = 40
 SAMPLER_BYTES_V1_NATIVE = 32
 SAMPLER_BYTES_V1_FLASHINFER = 10
+# The CPU backend's block size, and the version read with it and with the null block
+# held back from the length's plan (0.32.0). Earlier versions are taken without either
+# (R41, 0.15.1 on a GPU, prints an estimated length with no block held back).
+CPU_BLOCK_SIZE = 128
+CPU_BLOCKS_FROM: Version = (0, 32, 0)
+NULL_BLOCK_FROM: Version = (0, 32, 0)
 
 
 def parse_version(text: object) -> Version | None:
@@ -173,6 +179,23 @@ def sampler_bytes(engine: str, version: Version) -> int:
 def uses_mla_cache(engine: str, version: Version) -> bool:
     """vLLM caches MLA's compressed latent from 0.7.1 (before: full K and V per head)."""
     return version >= (0, 7, 1)
+
+
+def default_block_size(platform: str, version: Version, mla: bool, model_type: str) -> int:
+    """Tokens per KV-cache block when BLOCK_SIZE is not set: 16, except on vLLM 0.32's
+    CPU backend (platforms/cpu.py): 128, 16 for its reference MLA kernel, 256 for
+    DeepSeek-V4."""
+    if platform != "cpu" or version < CPU_BLOCKS_FROM:
+        return 16
+    if model_type == "deepseek_v4":
+        return 256
+    return 16 if mla else CPU_BLOCK_SIZE
+
+
+def reserved_blocks(engine: str, version: Version) -> int:
+    """Blocks the length is not planned on: V1 0.32 (kv_cache_utils.get_kv_cache_configs)
+    holds back the null block BlockPool keeps, for auto-fit and the capacity check."""
+    return 1 if engine == "V1" and version >= NULL_BLOCK_FROM else 0
 
 
 def hybrid_allocator(engine: str, version: Version) -> bool:

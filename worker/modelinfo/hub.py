@@ -11,7 +11,7 @@ into memory (nothing is written to the cache), each bounded:
 * in **time**, all requests together: ``timeout`` seconds from the first byte asked to
   the last byte read; a hub that trickles its answer is cut off there;
 * by **type and range**: the model info and the config are checked against the schema in
-  ``worker.modelinfo.facts``.
+  ``worker.modelinfo.schema``. The bounded GET is ``worker.modelinfo.hub_http``.
 
 A definite answer of the hub (401/403 gated, repo or revision not found) is returned as
 a ``HubRefusal``; anything else (too large, too slow, malformed, implausible, 5xx, 429,
@@ -24,27 +24,19 @@ from __future__ import annotations
 
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from worker.modelinfo.facts import (
-    MAX_FILES,
-    MISTRAL_INDEX,
-    SAFE_INDEX,
-    ModelFacts,
-    check_index,
-    check_listing,
-    clean_config,
-)
-from worker.modelinfo.local import MAX_CONFIG_BYTES, MAX_INDEX_BYTES, loads
+from worker.modelinfo.facts import ModelFacts
+from worker.modelinfo.hub_http import HubClient, HubError, NoAnswer
+from worker.modelinfo.local import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
+from worker.modelinfo.schema import check_index, check_listing, clean_config
+from worker.modelinfo.weight_plan import MISTRAL_INDEX, SAFE_INDEX
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 MAX_INFO_BYTES = 8 << 20  # model info with blobs: ~200 bytes a file, MAX_FILES of them
-MAX_ERROR_BYTES = 16 << 10  # the body of an error answer (only its message is read)
-_CHUNK = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -62,98 +54,7 @@ class HubUnknown:
     detail: str
 
 
-class _NoAnswer(Exception):
-    """A hub answer that cannot be used: too large, too slow, not JSON, implausible."""
-
-
-class _HubError(Exception):
-    def __init__(self, status: int, code: str | None, message: str):
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-def _decoder(encoding: str) -> Any:
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return None
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        return zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, detected
-    raise _NoAnswer(f"content encoding {encoding!r} not accepted")
-
-
-def _read_body(response: Any, limit: int, deadline: float, what: str) -> bytes:
-    """The body, decoded, of at most ``limit`` bytes, read before ``deadline``."""
-    decoder = _decoder(response.headers.get("content-encoding", ""))
-    out = bytearray()
-
-    def add(data: bytes) -> None:
-        out.extend(data)
-        if len(out) > limit:
-            raise _NoAnswer(f"{what} is larger than {limit >> 20} MiB (decoded)")
-
-    for raw in response.iter_raw(_CHUNK):
-        if time.monotonic() > deadline:
-            raise _NoAnswer(f"{what} was still arriving at the deadline")
-        if decoder is None:
-            add(raw)
-            continue
-        try:
-            add(decoder.decompress(raw, limit + 1 - len(out)))
-            while decoder.unconsumed_tail:
-                add(decoder.decompress(decoder.unconsumed_tail, limit + 1 - len(out)))
-        except zlib.error as exc:
-            raise _NoAnswer(f"{what}: bad compressed data ({exc})") from None
-    if decoder is not None:
-        add(decoder.flush())
-    return bytes(out)
-
-
-def _error_of(response: Any, deadline: float) -> _HubError:
-    code = response.headers.get("x-error-code")
-    message = response.headers.get("x-error-message") or ""
-    if not message:
-        try:
-            body = _read_body(response, MAX_ERROR_BYTES, deadline, "error answer")
-            data = loads(body)
-            message = str(data.get("error", "")) if isinstance(data, dict) else ""
-        except (_NoAnswer, ValueError):
-            message = ""
-    message = " ".join(message.split())[:500]
-    return _HubError(response.status_code, code, message)
-
-
-class _Client:
-    """GETs against the hub, each read whole (bounded) before ``deadline``."""
-
-    def __init__(self, endpoint: str, headers: dict[str, str], deadline: float):
-        import httpx
-
-        self.endpoint, self.deadline = endpoint, deadline
-        left = max(0.1, deadline - time.monotonic())
-        self.client = httpx.Client(
-            headers={**headers, "Accept-Encoding": "identity"},
-            timeout=httpx.Timeout(left),
-            follow_redirects=True,
-            max_redirects=5,
-        )
-
-    def get_json(self, path: str, limit: int, what: str, params: dict | None = None) -> Any:
-        with self.client.stream("GET", self.endpoint + path, params=params) as response:
-            if response.status_code >= 400:
-                raise _error_of(response, self.deadline)
-            body = _read_body(response, limit, self.deadline, what)
-        if what == "model info" and body.count(b'"rfilename"') > MAX_FILES:
-            raise _NoAnswer(f"model info lists more than {MAX_FILES} files")
-        try:
-            return loads(body)
-        except ValueError as exc:
-            raise _NoAnswer(f"{what} is not JSON ({exc})") from None
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def _refusal(exc: _HubError, revision: str | None, what: str) -> HubRefusal | HubUnknown:
+def _refusal(exc: HubError, revision: str | None, what: str) -> HubRefusal | HubUnknown:
     """The hub's error answer, read as huggingface_hub's hf_raise_for_status reads it."""
     said = f"{exc.status} {exc.code or 'error'}" + (f": {exc.message}" if exc.message else "")
     if exc.code == "GatedRepo":
@@ -176,7 +77,7 @@ def _refusal(exc: _HubError, revision: str | None, what: str) -> HubRefusal | Hu
 
 
 def _read(
-    client: _Client, repo_id: str, revision: str | None
+    client: HubClient, repo_id: str, revision: str | None
 ) -> ModelFacts | HubRefusal | HubUnknown:
     repo = quote(repo_id, safe="/")
     path = f"/api/models/{repo}"
@@ -184,12 +85,12 @@ def _read(
         path += f"/revision/{quote(revision, safe='')}"
     try:
         data = client.get_json(path, MAX_INFO_BYTES, "model info", {"blobs": "true"})
-    except _HubError as exc:
+    except HubError as exc:
         return _refusal(exc, revision, "model info")
     try:
         listing = check_listing(data)
     except ValueError as exc:
-        raise _NoAnswer(f"the model info is not plausible ({exc})") from None
+        raise NoAnswer(f"the model info is not plausible ({exc})") from None
     files = {s.rfilename: int(s.size or 0) for s in listing.siblings}
     parameters = (
         dict(listing.safetensors.parameters)
@@ -202,12 +103,12 @@ def _read(
     def fetch(name: str, limit: int) -> Any:
         try:
             return client.get_json(f"/{repo}/resolve/{rev}/{quote(name)}", limit, name)
-        except _HubError as exc:
+        except HubError as exc:
             answer = _refusal(exc, revision, name)
             if isinstance(answer, HubRefusal):
                 raise _Refused(answer) from None
             problems.append(answer.detail)
-        except _NoAnswer as exc:
+        except NoAnswer as exc:
             problems.append(str(exc))
         return None
 
@@ -281,7 +182,7 @@ def read_hub(
         return HubUnknown(f"{type(exc).__name__}: {exc}")
 
     def work() -> ModelFacts | HubRefusal | HubUnknown:
-        client = _Client(endpoint, headers, deadline)
+        client = HubClient(endpoint, headers, deadline)
         try:
             return _read(client, repo_id, revision)
         finally:
@@ -289,7 +190,7 @@ def read_hub(
 
     try:
         done, answer = _in_thread(work, timeout)
-    except _NoAnswer as exc:
+    except NoAnswer as exc:
         return HubUnknown(str(exc))
     except Exception as exc:  # transport errors, timeouts, bad URLs
         first = (str(exc).strip().splitlines() or [""])[0]

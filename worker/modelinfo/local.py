@@ -4,7 +4,7 @@ MODEL that is a path) or, in offline mode, the Hugging Face cache's snapshot of 
 The folder is input like the hub's answer: at most ``MAX_FILES`` files are listed, and
 ``config.json`` and the safetensors indexes are read only when they are regular files
 of a bounded size (a FIFO would block, ``/dev/zero`` would never end), then checked
-against the same schema (``worker.modelinfo.facts``)."""
+against the same schema (``worker.modelinfo.schema``)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from worker.modelinfo.facts import (
-    MAX_FILES,
-    MISTRAL_INDEX,
-    SAFE_INDEX,
-    ModelFacts,
-    check_index,
-    clean_config,
-)
+from worker.modelinfo.facts import ModelFacts
+from worker.modelinfo.schema import MAX_FILES, check_index, clean_config
+from worker.modelinfo.weight_plan import MISTRAL_INDEX, SAFE_INDEX
 
 MAX_CONFIG_BYTES = 2 << 20  # config.json: real ones are a few KB, the largest ~1 MB
 MAX_INDEX_BYTES = 32 << 20  # a safetensors index: ~9 MB for a 671B model

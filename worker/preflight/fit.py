@@ -6,9 +6,10 @@ vLLM's CPU build it is host memory x the same flag, which that backend reserves.
 weights take their bytes per device (split over TENSOR_PARALLEL_SIZE x
 PIPELINE_PARALLEL_SIZE); what is left must hold the KV cache of one request of
 MAX_MODEL_LEN: layers x KV heads x head size x 2 (K and V) x cache dtype bytes per
-token. Every estimate errs on the side of fitting (activations and CUDA graphs are not
-counted, an automatic dtype is taken at 2 bytes or less), so a predicted failure is one
-vLLM is sure to meet.
+token; the length it advises is whole blocks (16 tokens; 128 on the CPU build), one
+block fewer than the cache holds, as vLLM 0.32 plans it. Every estimate errs on the side
+of fitting (activations and CUDA graphs are not counted, an automatic dtype is taken at
+2 bytes or less), so a predicted failure is one vLLM is sure to meet.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from worker.preflight.request import Request
 from worker.seams.gpus import GIB, Inventory
 
 BLOCK = 16  # tokens per KV cache block (vLLM's smallest default)
+CPU_BLOCK = 128  # vLLM 0.32's CPU backend (platforms/cpu.py) unless BLOCK_SIZE is set
 MARGIN = 1.02  # weights must exceed the budget by 2 % to count as "cannot fit"
 # Bytes per element of checkpoint dtypes (safetensors names) and of DTYPE / KV_CACHE_DTYPE.
 _DTYPE_BYTES = {
@@ -151,6 +153,18 @@ def kv_bytes_per_token(config: Mapping[str, Any], req: Request) -> int | None:
     return layers_per_device * kv_per_device * head_size * 2 * cache
 
 
+def block_of(platform: str) -> int:
+    return CPU_BLOCK if platform == "cpu" else BLOCK
+
+
+def kv_fit(available: int, per_token: int, platform: str) -> tuple[int, int]:
+    """(tokens the cache holds, the longest request vLLM 0.32 admits): whole blocks, and
+    for the request one block fewer (the null block its pool holds back)."""
+    block = block_of(platform)
+    blocks = max(0, available) // (per_token * block)
+    return blocks * block, max(0, blocks - 1) * block
+
+
 def _gib(value: float) -> str:
     return f"{value / GIB:.2f}"
 
@@ -207,13 +221,13 @@ def check_fit(
     need = per_token * max_len
     if need <= available:
         return None
-    fit = max(0, available // per_token) // BLOCK * BLOCK
+    fit = kv_fit(available, per_token, budget.platform)[1]
     detail = (
         f"Counted before launch: {per_token} bytes of KV cache per token; the weights "
         f"take {_gib(per_device)} GiB of the {_gib(budget.budget)} GiB budget "
         f"({budget.name} x GPU_MEMORY_UTILIZATION {util:g})."
     )
-    if fit == 0:  # not even one block of the cache fits
+    if fit == 0:  # not even one block of the cache fits (beside the null block)
         return Prediction("kv-cache-no-memory", detail=detail)
     return Prediction(
         "kv-cache-too-small-for-max-len",

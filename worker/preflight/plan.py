@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from worker.memory.alternatives import options_sentence
 from worker.modelinfo.facts import ModelFacts
 from worker.preflight import fit
 from worker.preflight.estimate import estimate
@@ -24,6 +25,19 @@ from worker.preflight.request import Request
 from worker.seams.gpus import GIB, Inventory
 
 MIB = 1 << 20
+# What the estimate's alternatives keep for the answer (worker.memory.alternatives).
+ALTERNATIVES = (
+    "max_model_len", "kv_tokens", "largest_max_model_len", "smallest_tensor_parallel_size",
+    "tp_kv_tokens", "tp_fp8_kv_tokens", "fp8_kv_tokens", "fp8_max_model_len",
+    "gpu_sizes_that_fit", "platform",
+)  # fmt: skip
+# Predictions that a model does not fit, which the alternatives complete.
+DOES_NOT_FIT = (
+    "kv-cache-too-small-for-max-len", "kv-cache-max-len-above-capacity", "kv-cache-no-memory",
+    "cuda-oom", "cuda-oom-allocate", "host-memory-exhausted",
+)  # fmt: skip
+# Rules whose fix already gives the length that fits.
+GIVES_LENGTH = ("kv-cache-too-small-for-max-len", "kv-cache-max-len-above-capacity")
 Estimator = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
@@ -87,9 +101,9 @@ def conservative(
             if req.kv_cache_memory_bytes is not None
             else budget.budget - per_device
         )
-        tokens = max(0, available) // per_token // fit.BLOCK * fit.BLOCK
+        tokens, longest = fit.kv_fit(available, per_token, budget.platform)
         found["kv_cache_tokens"] = tokens
-        found["max_model_len_fit"] = min(tokens, model_len) if model_len else tokens
+        found["max_model_len_fit"] = min(longest, model_len) if model_len else longest
     return found
 
 
@@ -121,6 +135,9 @@ def plan(
             numbers = {k: got[k] for k in keep if k in got}
             if numbers:
                 numbers["source"] = "calibrated"
+            found = got.get("alternatives")
+            if isinstance(found, Mapping):
+                numbers["alternatives"] = {k: found[k] for k in ALTERNATIVES if k in found}
     if not numbers or "weights_gib" not in numbers:
         if base is None:
             return numbers or None
@@ -179,12 +196,55 @@ def readable(
     detail = pred.detail
     weights = fit.weight_bytes(facts, req)
     budget = fit.budget_of(inv, req, build)
+    platform = budget.platform if isinstance(budget, fit.Budget) else "gpu"
+    held = fit.kv_fit(available, per_token, platform)[0]
     if weights is not None and isinstance(budget, fit.Budget):
         detail = detail.replace(" take 0.00 GiB ", f" take {amount(weights // budget.devices)} ")
     return replace(
         pred,
         values={**values, "need": f"{need / GIB:.6f}", "avail": f"{available / GIB:.6f}"},
         detail=f"{length} tokens need {amount(need)} of KV cache ({per_token} bytes per "
-        f"token); {amount(available)} is available, which holds "
-        f"{values.get('fit', '?')} tokens. {detail}",
+        f"token); {amount(available)} is available, which holds {held} tokens. {detail}",
     )
+
+
+def advice(
+    numbers: Mapping[str, Any] | None, rule: str | None, category: str | None = None
+) -> str | None:
+    """The sentence on what would fit, from the estimate's alternatives (``numbers``: what
+    ``plan`` returned), for a failure of ``rule`` (or of a kv_cache / oom ``category``,
+    as vLLM reports them); None for another failure, or when the estimate found the
+    model to fit (it gives alternatives only when it does not)."""
+    found = (numbers or {}).get("alternatives")
+    wanted = rule in DOES_NOT_FIT or category in ("kv_cache", "oom")
+    if not wanted or not isinstance(found, Mapping):
+        return None
+    return options_sentence(found, with_length=rule not in GIVES_LENGTH)
+
+
+def with_alternatives(pred: Prediction, numbers: Mapping[str, Any] | None) -> Prediction:
+    """A prediction that the model does not fit, completed with what would (the sentence
+    after what was measured), its length the estimate's when that is shorter: the
+    conservative count ignores the activations, so its length is only an upper bound."""
+    sentence = advice(numbers, pred.rule)
+    if sentence is None:
+        return pred
+    values = pred.values
+    best = (numbers or {}).get("alternatives", {}).get("largest_max_model_len")
+    said = values.get("fit", "")
+    if isinstance(best, int) and best > 0 and said.isdigit() and best < int(said):
+        values = {**values, "fit": str(best)}
+    return replace(pred, values=values, detail=f"{pred.detail} {sentence}".strip())
+
+
+def answer(
+    pred: Prediction,
+    facts: ModelFacts,
+    req: Request,
+    inv: Inventory,
+    build: str,
+    numbers: Mapping[str, Any] | None,
+) -> Prediction:
+    """The fit's prediction as the pre-flight answers it: ``readable``, then
+    ``with_alternatives``."""
+    return with_alternatives(readable(pred, facts, req, inv, build), numbers)

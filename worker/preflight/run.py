@@ -297,7 +297,7 @@ def run_preflight(
         pred = fit.check_fit(facts, req, inv, registry.build, max_len)
         steps.plan = _stated(facts, req, inv, registry.build, model_len)
         if pred is not None:
-            return predicted(plan.readable(pred, facts, req, inv, registry.build), "fit")
+            return predicted(plan.answer(pred, facts, req, inv, registry.build, steps.plan), "fit")
     where = f"{inv.count} GPU(s)" if inv.count else (inv.error or "no GPU")
     steps.note("fit", "ok" if facts else "skipped", where)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from worker.queue import job_fetch
+from worker.queue import job_check
 from worker.queue.jobs import BadInput, to_request
 from worker.queue.proxy import VllmProxy
 from worker.seams import answers
@@ -42,7 +42,7 @@ def make_handler(
     async def handler(job: dict) -> AsyncIterator[Any]:
         nonlocal proxy, first_job
         job_id = job.get("id")
-        unreadable = job_fetch.answer_for(job)
+        unreadable = job_check.answer_for(job)
         if unreadable is not None:  # no input, not an object, or nested too deep to read
             log.info("job.bad_input", job_id=job_id, problem=unreadable)
             yield answers.bad_input(unreadable)

@@ -21,9 +21,9 @@ gate, its SIGTERM handling) and replaces only the waiting:
 
 And it hardens the fetch loop, where the SDK's could die or spin:
 
-* every job-take element passes ``job_fetch.JobCheck`` (one per scaler, so a repeated
+* every job-take element passes ``job_check.JobCheck`` (one per scaler, so a repeated
   id is recognised across batches) before it is queued: one bad element costs only
-  itself (see ``worker/queue/job_fetch.py``);
+  itself (see ``worker/queue/job_check.py``);
 * the stop cancels a job-take at once: a long poll the queue holds open (the SDK waited
   it out, up to 90 s) ends when the stop comes, so nothing is taken after it. A take
   whose answer has begun to arrive holds taken jobs: it gets ``TAKE_LANDING_S`` to be
@@ -53,7 +53,7 @@ from runpod.http_client import AsyncClientSession, ClientSession, TooManyRequest
 from runpod.serverless.modules import rp_scale
 from runpod.serverless.modules.rp_scale import JobScaler
 
-from worker.queue import job_fetch
+from worker.queue import job_check, job_fetch
 
 log = rp_scale.log  # the SDK's own logger: its job-loop messages stay as they were
 events = structlog.get_logger("worker.intake")  # the worker's own events
@@ -86,7 +86,7 @@ class EventJobScaler(JobScaler):
 
     def __init__(self, config: dict[str, Any]):
         super().__init__(config)
-        self.job_check = job_fetch.JobCheck()  # every element; remembers the ids taken
+        self.job_check = job_check.JobCheck()  # every element; remembers the ids taken
         # never loses a batch to deep nesting, nor the loop to one bad element
         self.jobs_fetcher = functools.partial(job_fetch.fetch_jobs, check=self.job_check)
         self._job_queued = asyncio.Event()  # wakes the run loop

@@ -11,8 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.hub_server import Hostile, HubServer, write_repo
-from worker.image import bake as bakemod
-from worker.image.bake import BakeError, bake, duplicate_weights, read_endpoint
+from worker.image.bake import bake
+from worker.image.credentials import public_endpoint, read_endpoint
+from worker.image.download_plan import duplicate_weights
+from worker.image.errors import BakeError
 
 TOKEN = "hf_" + "Kp4" * 11
 PASSWORD = "pw-" + "Rt8" * 6
@@ -90,6 +92,4 @@ def test_the_endpoint_comes_from_the_env_then_the_build_secret(tmp_path):
     secret.write_text(f" http://u:{PASSWORD}@mirror.example \n")
     assert read_endpoint({}, secret) == f"http://u:{PASSWORD}@mirror.example"
     assert read_endpoint({"HF_ENDPOINT": "http://env.example"}, secret) == "http://env.example"
-    assert bakemod.public_endpoint(f"http://u:{PASSWORD}@mirror.example/x") == (
-        "http://mirror.example/x"
-    )
+    assert public_endpoint(f"http://u:{PASSWORD}@mirror.example/x") == ("http://mirror.example/x")

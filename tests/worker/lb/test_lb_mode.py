@@ -10,9 +10,9 @@ import pytest
 from worker.config.errors import ConfigError
 from worker.config.settings import WORKER_ENV
 from worker.lb import bodies
+from worker.lb.guard import connection_cap
 from worker.lb.health import health
 from worker.lb.mode import Endpoint, Mode, read_endpoint, select_mode
-from worker.lb.serve import connection_cap
 from worker.supervision.machine import WorkerState as S
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from worker.memory.alternatives import Suggestions, render, size_text, suggest
+from worker.memory.alternatives import Suggestions, options_sentence, render, size_text, suggest
 from worker.memory.row_input import parse_row
 from worker.preflight.estimate import estimate
 
@@ -88,7 +89,9 @@ def test_alternatives_for_a_length_that_does_not_fit() -> None:
     text = render(found)
     assert text.count(". ") == 1 and text.endswith(".")  # two sentences
     assert text.startswith("MAX_MODEL_LEN=131072 does not fit: the KV cache holds ")
-    assert f"It would fit with MAX_MODEL_LEN={best} or less, or TENSOR_PARALLEL_SIZE=" in text
+    assert (
+        f"The model would fit with MAX_MODEL_LEN={best} or less, or TENSOR_PARALLEL_SIZE=" in text
+    )
     assert "or a RunPod GPU of " in text and "80 GB PRO (H100)" in text
 
 
@@ -156,3 +159,53 @@ def test_kv_heads_are_split_then_replicated_over_tensor_parallel_ranks() -> None
         tp: estimate(_row(tensor_parallel_size=tp))["kv_bytes_per_token"] for tp in (1, 2, 8, 16)
     }
     assert per_tp == {1: 131072, 2: 65536, 8: 16384, 16: 16384}
+
+
+TINY = {  # tests/support/tiny_model.py: float32, 2 layers x 1 KV head x 64 = 1024 B/token
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2,
+    "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 2,
+    "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 350,
+    "max_position_embeddings": 2048,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "block", "tokens", "longest"),
+    [
+        # vLLM 0.32's CPU build: blocks of 128 tokens, 7 in 1,000,000 bytes, one held back
+        # (the null block): it serves MAX_MODEL_LEN=auto at 768 (the real run's figure).
+        ({"engine": "cpu"}, 128, 896, 768),
+        ({"platform": "cpu"}, 128, 896, 768),
+        # A GPU: blocks of 16, 61 of them, one held back in 0.32; none before.
+        ({}, 16, 976, 960),
+        ({"vllm_version": "0.26.1"}, 16, 976, 976),
+        ({"engine": "cpu", "vllm_version": "0.26.1"}, 16, 976, 976),
+        ({"engine": "cpu", "block_size": 32}, 32, 960, 928),
+    ],
+)
+def test_kv_blocks_by_platform_and_the_null_block(extra, block, tokens, longest) -> None:
+    row = {"config": TINY, "vllm_version": "0.32.0", "dtype": "float32",
+           "kv_cache_memory_bytes": 1_000_000, "max_model_len": 2048} | extra  # fmt: skip
+    out = estimate(row)
+    assert (out["block_size"], out["kv_cache_tokens"], out["max_model_len_fit"]) == (
+        block,
+        tokens,
+        longest,
+    )
+    assert out["fits"] is False and f"MAX_MODEL_LEN={longest} or less" in out["advice"]
+    if extra.get("engine") == "cpu" or extra.get("platform") == "cpu":
+        assert "RunPod GPU" not in out["advice"] and "on the CPU" in out["advice"]
+
+
+def test_the_alternatives_say_what_would_fit_in_one_sentence() -> None:
+    found = suggest(parse_row(_row(max_model_len=131072, vllm_version="0.32.0")), heads=32)
+    text = options_sentence(found)
+    assert text.startswith("The model would fit with MAX_MODEL_LEN=") and text.count(". ") == 0
+    assert f"KV_CACHE_DTYPE=fp8 with MAX_MODEL_LEN={found.fp8_max_model_len} or less" in text
+    short = options_sentence(asdict(found), with_length=False)  # as the estimate keeps it
+    assert short.startswith("The model would fit with TENSOR_PARALLEL_SIZE=")
+    nowhere = Suggestions(False, 8192, -GIB, 0, None, None, 0, 0, ())
+    assert options_sentence(nowhere) == (
+        "Nothing tried would fit it: no shorter MAX_MODEL_LEN, no TENSOR_PARALLEL_SIZE up to 8,"
+        " no KV_CACHE_DTYPE=fp8 and no RunPod GPU up to 180 GB (B200)."
+    )

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from worker.modelinfo import local
-from worker.modelinfo.facts import ModelFacts, check_listing, clean_config
+from worker.modelinfo.facts import ModelFacts
+from worker.modelinfo.schema import check_listing, clean_config
 
 GIB = 1 << 30
 SHARDS = {

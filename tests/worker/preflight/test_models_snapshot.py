@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "snapshot_vllm_models.py"
-SNAPSHOT = ROOT / "worker" / "vllm_models.json"
+SNAPSHOT = ROOT / "worker" / "preflight" / "vllm_models.json"
 RESNAPSHOT = ".venv-vllm/bin/python scripts/snapshot_vllm_models.py"
 
 pytestmark = pytest.mark.vllm  # imports vLLM (~6 s): with the real-vLLM tests

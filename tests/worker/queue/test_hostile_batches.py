@@ -9,7 +9,7 @@ more while the heartbeat still said alive. Two jobs with one id both ran and wer
 answered twice; a single job without ``input`` was taken and never answered. And a stop
 waited for a job-take the queue held open (45 s here), long past the platform's kill.
 
-The fix is one check (``worker.queue.job_fetch.JobCheck``, its rules in that module's
+The fix is one check (``worker.queue.job_check.JobCheck``, its rules in that module's
 doc) and a fetch loop that backs off and is cancelled by the stop
 (``worker.queue.intake``). The table below is walked twice: through the check alone,
 and through the real SDK job loop of a real worker against the loopback queue.
@@ -31,7 +31,8 @@ import structlog.testing
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import events, stand_in_env, start_worker
 from worker.queue import intake
-from worker.queue.job_fetch import INPUT_ERROR, MAX_ID_LENGTH, JobCheck, parse_jobs
+from worker.queue.job_check import INPUT_ERROR, MAX_ID_LENGTH, JobCheck
+from worker.queue.job_fetch import parse_jobs
 
 DEADLINE = 60.0
 OK = {"openai_route": "/v1/models"}  # a GET the ready stand-in answers at once

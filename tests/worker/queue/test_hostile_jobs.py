@@ -1,6 +1,7 @@
 """Job inputs the RunPod SDK cannot read: nested about 1,000 levels deep, runpod 1.12's
 job-take raises RecursionError and the whole batch was lost unanswered. The worker's
-own job-take (worker.queue.job_fetch) reads such a batch and answers every job."""
+own job-take (worker.queue.job_fetch; the body read by worker.queue.take_body) reads
+such a batch and answers every job."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import sys
 
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import ROOT, replay_env, start_worker
-from worker.queue.job_fetch import INPUT_ERROR, MAX_DEPTH, flatten, parse_jobs
+from worker.queue.job_check import INPUT_ERROR
+from worker.queue.job_fetch import parse_jobs
+from worker.queue.take_body import MAX_DEPTH, flatten
 
 PERMANENT = ROOT / "fixtures" / "vllm-0.32" / "max-model-len-too-large.log"
 

@@ -237,7 +237,7 @@ def test_auto_length_on_a_vllm_without_auto(monkeypatch):
     args = ["--max-model-len", "auto"]
     assert rla.vllm_has_auto()  # vLLM 0.32 fits the length itself: nothing to do
     assert rla.auto_length(args, {"max_model_len_fit": 976}) is None
-    monkeypatch.setattr(rl, "vllm_has_auto", lambda: False)
+    monkeypatch.setattr(rla, "vllm_has_auto", lambda: False)
     assert rla.auto_length(args, {"max_model_len_fit": 976}).changes == {"MAX_MODEL_LEN": "976"}
     assert rla.auto_length(args, None).changes == {"MAX_MODEL_LEN": ""}
     assert rla.auto_length(["--max-model-len", "512"], {"max_model_len_fit": 976}) is None
@@ -304,7 +304,7 @@ def test_without_the_estimator_the_plan_is_the_conservative_count():
     stated = plan.plan(_tiny_facts(), req, _cpu(), "cpu", 2048, estimator=broken)
     assert stated is not None and stated["source"] == "conservative"
     assert stated["estimate_error"] == "no estimate"
-    assert stated["kv_cache_tokens"] == 976 // 16 * 16 and stated["max_model_len"] is None
+    assert stated["kv_cache_tokens"] == 896 and stated["max_model_len"] is None  # 7 x 128
     assert "concurrency" not in stated  # auto: no configured length
 
 
