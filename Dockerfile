@@ -38,10 +38,15 @@ RUN pkg="$(/opt/worker/bin/python -c 'import os, worker; print(os.path.dirname(w
     && python3 /tmp/snapshot/snapshot_vllm_flags.py --print >"${pkg}/config/vllm_flags.json" \
     && python3 /tmp/snapshot/snapshot_vllm_models.py --output "${pkg}/preflight/vllm_models.json" \
     && rm -rf /tmp/snapshot
-# The rule pack's compiled Hyperscan database, cached where the worker looks for it at run
-# time (~/.cache/runpod-vllm-worker): a cold start reads it instead of compiling it (about
-# 1 s on 2 CPUs). A host whose CPU cannot run it compiles its own (diagnostics/pack/dbcache.py).
-RUN /opt/worker/bin/python -c 'from diagnostics.pack.rules import load_pack; load_pack()'
+# The rule pack's compiled Hyperscan databases, cached where the worker and `diagnose` look
+# for them at run time (~/.cache/runpod-vllm-worker): the classifier's (load_pack) and the
+# whole-log fast path's (one diagnose run); a cold start reads them instead of compiling
+# them (seconds on 2 CPUs). A host whose CPU cannot run them compiles its own
+# (diagnostics/pack/dbcache.py). diagnose exits 1 for the failed start it is given.
+RUN /opt/worker/bin/python -c 'from diagnostics.pack.rules import load_pack; load_pack()' \
+    && printf 'INFO Starting vLLM\nValueError: warm-up\n' >/tmp/warm.log \
+    && { /opt/worker/bin/diagnose /tmp/warm.log >/dev/null; test "$?" -le 1; } \
+    && rm /tmp/warm.log
 # `python -m` puts the working directory first on sys.path: the base image's workspace
 # must not be able to shadow the worker's packages, in `python -m worker.image.bake` below or
 # in the entrypoint.

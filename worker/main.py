@@ -37,9 +37,10 @@ from worker.queue.gate import JobGate
 from worker.queue.handler import make_handler
 from worker.queue.proxy import VllmProxy
 from worker.seams import logs
+from worker.supervision.failure import config_failure
 from worker.supervision.machine import WorkerState
-from worker.supervision.parent_death import children_die_with_me
-from worker.supervision.supervisor import Supervisor, config_failure, secrets_of
+from worker.supervision.supervisor import Supervisor, secrets_of
+from worker.supervision.vllm_process import children_die_with_me
 
 log = structlog.get_logger("worker")
 

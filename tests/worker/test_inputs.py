@@ -968,8 +968,7 @@ def outcomes(tmp_path_factory) -> Iterator[dict[str, Outcome]]:
         places = {"tmp": str(tmp), "hub": hub.url, "bad": BAD}
         http_rows = [row for row in ROWS if row.attack is not None]
         cases = [(row, mode) for row, mode in _cases() if row.attack is None]
-        # The hub rows first: they wait on the hub (up to PREFLIGHT_TIMEOUT), and a
-        # trickling hub holds the worker's exit (its download-size read) for 10 s more.
+        # The hub rows first: they wait on the hub (up to PREFLIGHT_TIMEOUT).
         cases.sort(key=lambda case: case[0].source != "hub")
 
         def run(case: tuple[Row, str]) -> tuple[str, Outcome]:

@@ -5,10 +5,11 @@
 findings and the time it took. Modules, one job each: ``request`` (what the arguments ask),
 ``checks`` (config.json against vLLM's registry and the options), ``fit`` (memory),
 ``disk``, ``host`` (the RunPod SDK's fitness checks), ``wording`` (prediction to
-diagnosis), ``registry`` (the snapshot of vLLM's model registry) and ``run`` (the order
-of it all), ``plan`` (the numbers the worker states at each start) and ``estimate`` (the
-memory model's command line: ``python -m worker.preflight.estimate``). What the model
-is comes from ``worker.modelinfo``; how its memory is spent from ``worker.memory``.
+diagnosis; a hub's refusal, a failed host, a wedged NVML), ``registry`` (the snapshot of
+vLLM's model registry) and ``run`` (the order of it all), ``plan`` (the numbers the
+worker states at each start) and ``estimate`` (the memory model's command line:
+``python -m worker.preflight.estimate``). What the model is comes from
+``worker.modelinfo``; how its memory is spent from ``worker.memory``.
 
 May import: ``worker.config``, ``worker.memory``, ``worker.modelinfo``, ``worker.seams``,
 ``diagnostics``.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from diagnostics import Category, Diagnosis, Evidence, RulePack, State
+from diagnostics import Category, Diagnosis, RulePack
 from diagnostics.redaction.redact import Redactor
 from diagnostics.redaction.secrets import secret_values
 from worker.config.config_file import read_config_file
@@ -33,7 +33,7 @@ from worker.preflight.checks import Registry
 from worker.preflight.prediction import Prediction
 from worker.preflight.registry import load_registry
 from worker.preflight.request import Request, config_file_of, read_request
-from worker.preflight.wording import BEFORE_LAUNCH, EVIDENCE_PREFIX, diagnose, host_fault
+from worker.preflight.wording import diagnose, host_fault, hub_prediction, nvml_fault
 from worker.seams.gpus import GIB, Inventory, read_inventory
 
 _TRUE = ("1", "true", "yes", "on")
@@ -106,38 +106,6 @@ def _config_values(path: str | None) -> dict[str, Any]:
         return {}
     data = read_config_file("--config", path)
     return {k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
-
-
-def nvml_fault(error: str) -> Diagnosis:
-    """NVML did not answer in time: the GPU driver is wedged; another host may do."""
-    return Diagnosis(
-        state=State.FAILED_TRANSIENT,
-        category=Category.CUDA_FAULT,
-        rule="nvml-no-answer",
-        evidence=Evidence(0, f"{EVIDENCE_PREFIX}{error}"),
-        cause=f"The GPU driver did not answer: {error}. The host is faulty (a wedged "
-        f"driver or GPU), so vLLM could not start on it either. {BEFORE_LAUNCH}",
-        fix="A restart on another host may help (the worker exits so the platform "
-        "retries elsewhere); if every host does this, report the GPU type to RunPod.",
-    )
-
-
-def _hub_prediction(refusal: hub.HubRefusal, req: Request) -> Prediction:
-    model = req.model
-    if refusal.kind == "gated":
-        return Prediction(
-            "gated-repo", {"repo": model}, detail=f"The hub answered: {refusal.detail.rstrip('.')}."
-        )
-    if refusal.kind == "revision-not-found":
-        return Prediction(
-            "repo-not-found",
-            {"model": f"{model}@{req.revision}", "rev": str(req.revision)},
-            detail=f"The hub has no revision {req.revision!r} of {model}.",
-        )
-    where = "" if refusal.detail.startswith("no folder") else "The hub answered: "
-    return Prediction(
-        "repo-not-found", {"model": model}, detail=f"{where}{refusal.detail.rstrip('.')}."
-    )
 
 
 def read_facts(
@@ -254,7 +222,7 @@ def run_preflight(
     # 3. The model: hub metadata, or its folder.
     facts = read_facts(settings, req, env, cache, timeout)
     if isinstance(facts, hub.HubRefusal):
-        return predicted(_hub_prediction(facts, req), "model")
+        return predicted(hub_prediction(facts, req), "model")
     if isinstance(facts, hub.HubUnknown):
         steps.note("model", "unknown", f"hub gave no answer ({facts.detail}); vLLM decides")
         facts = None

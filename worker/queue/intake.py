@@ -53,7 +53,8 @@ from runpod.http_client import AsyncClientSession, ClientSession, TooManyRequest
 from runpod.serverless.modules import rp_scale
 from runpod.serverless.modules.rp_scale import JobScaler
 
-from worker.queue import job_check, job_fetch
+from worker.queue import job_fetch
+from worker.queue.job_check import JobCheck
 
 log = rp_scale.log  # the SDK's own logger: its job-loop messages stay as they were
 events = structlog.get_logger("worker.intake")  # the worker's own events
@@ -81,12 +82,51 @@ class NoJobInBatch(Exception):
     """A job-take answer whose every element was dropped: backed off like an error."""
 
 
+async def take(
+    session: ClientSession, need: int, check: JobCheck, stop: asyncio.Event, timeout: float
+) -> list[dict]:
+    """One job-take of ``need`` jobs, ended by ``stop`` unless its answer has begun to arrive."""
+    answering = asyncio.Event()
+    asked = job_fetch.fetch_jobs(session, need, check=check, answering=answering)
+    fetch = asyncio.ensure_future(asyncio.wait_for(asked, timeout=timeout))
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((fetch, stopped), return_when=asyncio.FIRST_COMPLETED)
+        if not fetch.done() and answering.is_set():  # its jobs are taken: read them
+            events.info("job.take_landing_at_stop", within_s=TAKE_LANDING_S)
+            await asyncio.wait((fetch,), timeout=TAKE_LANDING_S)
+    finally:
+        stopped.cancel()
+        if not fetch.done():
+            fetch.cancel()
+    if not fetch.done():  # cancelled at the stop (a BaseException would propagate)
+        if answering.is_set():
+            events.warning("job.take_cut_at_stop", waited_s=TAKE_LANDING_S)
+        else:
+            events.info("job.take_cancelled_at_stop")
+        return []
+    return fetch.result() or []
+
+
+def take_failed(error: Exception, failures: int) -> float:
+    """Log the ``failures``-th failed job-take in a row; the back-off before the next."""
+    delay = min(BACKOFF_FIRST_S * 2 ** (failures - 1), BACKOFF_MAX_S)
+    events.warning(
+        "job.take_failed",
+        error_type=type(error).__name__,
+        error=str(error)[:200],
+        failures=failures,
+        retry_in_s=delay,
+    )
+    return delay
+
+
 class EventJobScaler(JobScaler):
     """``JobScaler`` whose loops wait on events instead of ticks (see the module doc)."""
 
     def __init__(self, config: dict[str, Any]):
         super().__init__(config)
-        self.job_check = job_check.JobCheck()  # every element; remembers the ids taken
+        self.job_check = JobCheck()  # every element; remembers the ids taken
         # never loses a batch to deep nesting, nor the loop to one bad element
         self.jobs_fetcher = functools.partial(job_fetch.fetch_jobs, check=self.job_check)
         self._job_queued = asyncio.Event()  # wakes the run loop
@@ -139,8 +179,9 @@ class EventJobScaler(JobScaler):
                     continue
 
                 dropped = self.job_check.dropped
+                stop, timeout = self._stopping, self.jobs_fetcher_timeout
                 try:
-                    acquired_jobs = await self._take(session, jobs_needed)
+                    acquired_jobs = await take(session, jobs_needed, self.job_check, stop, timeout)
                     if not acquired_jobs and self.job_check.dropped > dropped:
                         raise NoJobInBatch(f"{self.job_check.dropped - dropped} dropped")
                 except TooManyRequests:
@@ -148,15 +189,7 @@ class EventJobScaler(JobScaler):
                     continue
                 except Exception as error:  # never CancelledError: a BaseException
                     failures += 1
-                    delay = min(BACKOFF_FIRST_S * 2 ** (failures - 1), BACKOFF_MAX_S)
-                    events.warning(
-                        "job.take_failed",
-                        error_type=type(error).__name__,
-                        error=str(error)[:200],
-                        failures=failures,
-                        retry_in_s=delay,
-                    )
-                    await self._pause(delay)
+                    await self._pause(take_failed(error, failures))
                     continue
                 failures = 0
                 if acquired_jobs:
@@ -167,35 +200,6 @@ class EventJobScaler(JobScaler):
             _fetch_loops -= 1
             self._fetching = False
             self._job_queued.set()
-
-    async def _take(self, session: ClientSession, jobs_needed: int) -> list[dict]:
-        """One job-take, ended by the stop unless its answer has begun to arrive."""
-        answering = asyncio.Event()
-        fetch = asyncio.ensure_future(
-            asyncio.wait_for(
-                job_fetch.fetch_jobs(
-                    session, jobs_needed, check=self.job_check, answering=answering
-                ),
-                timeout=self.jobs_fetcher_timeout,
-            )
-        )
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait((fetch, stop), return_when=asyncio.FIRST_COMPLETED)
-            if not fetch.done() and answering.is_set():  # its jobs are taken: read them
-                events.info("job.take_landing_at_stop", within_s=TAKE_LANDING_S)
-                await asyncio.wait((fetch,), timeout=TAKE_LANDING_S)
-        finally:
-            stop.cancel()
-            if not fetch.done():
-                fetch.cancel()
-        if not fetch.done():  # cancelled at the stop (a BaseException would propagate)
-            if answering.is_set():
-                events.warning("job.take_cut_at_stop", waited_s=TAKE_LANDING_S)
-            else:
-                events.info("job.take_cancelled_at_stop")
-            return []
-        return fetch.result() or []
 
     async def _queue_jobs(self, jobs: list[dict]) -> None:
         """Queue checked jobs for the run loop (more than asked for wait for a free slot)."""

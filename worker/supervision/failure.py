@@ -5,16 +5,33 @@ fix when permanent, ``prestart_failed`` with the end of vLLM's output when trans
 When vLLM reported running out of KV cache or memory (category kv_cache or oom) and the
 start's estimate (``preflight.estimate``) found the model not to fit, the answer adds
 what would: the field ``alternatives`` and one sentence at the end of the message (not
-repeated when the pre-flight's answer already says it)."""
+repeated when the pre-flight's answer already says it).
+
+And the diagnosis of a configuration judged bad before launch (``config_failure``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from diagnostics import Category, Diagnosis, Evidence, State
 from worker.preflight import plan
 from worker.seams import answers
 from worker.supervision.machine import WorkerState
-from worker.supervision.supervisor import Supervisor
+
+if TYPE_CHECKING:  # the supervisor's spawn imports config_failure from here
+    from worker.supervision.supervisor import Supervisor
+
+
+def config_failure(var: str, message: str) -> Diagnosis:
+    """A configuration judged bad before launch: permanent, names the variable."""
+    return Diagnosis(
+        state=State.FAILED_PERMANENT,
+        category=Category.BAD_CONFIG,
+        rule="invalid-setting",
+        evidence=Evidence(0, f"environment variable {var}"),
+        cause=f"The worker's configuration is invalid: {message}",
+        fix=f"Correct {var} on the endpoint and start a new worker; vLLM was not started.",
+    )
 
 
 def _alternatives(supervisor: Supervisor, rule: str | None, category: str) -> dict[str, Any]:

@@ -4,16 +4,19 @@ once it says the server is up, the HF cache and the watchdog, and the pre-flight
 the spawn. It settles the lifecycle: a failure before ready is first offered to the
 relaunch decision (``relaunch_for``: a relaunch leaves it unsettled, and the supervisor
 starts vLLM again), then passes the crash-loop breaker; an exit after ready or a
-requested stop ends the run.
+requested stop ends the run. The model's size from the hub (for the progress events) is
+read in a daemon thread (``in_daemon_thread``): a hub that trickles its answer never holds
+the worker's exit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -32,6 +35,36 @@ from worker.supervision.vllm_process import VllmProcess
 from worker.supervision.watchdog import LINGER_AFTER_FATAL_S, Watchdog
 
 log = structlog.get_logger("worker.supervisor")
+T = TypeVar("T")
+
+
+async def in_daemon_thread(func: Callable[..., T], *args: Any) -> T:
+    """``func(*args)`` in a daemon thread of its own, its result handed to this loop.
+
+    Unlike ``asyncio.to_thread`` (the loop's default executor), nothing waits for the
+    thread: neither ``asyncio.run``'s close (the supervisor's thread would not end) nor
+    the interpreter's exit. For a read that may take its whole timeout (the hub's
+    download size) and whose answer no one needs once the start has ended: cancelled,
+    the call is left to finish on its own and its result is dropped."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(setter: Callable[[Any], None], value: Any) -> None:  # on the loop
+        if not future.done():  # else cancelled meanwhile: the result is dropped
+            setter(value)
+
+    def call() -> None:
+        setter: Callable[[Any], None] = future.set_result
+        try:
+            value: Any = func(*args)
+        except BaseException as exc:  # handed to the awaiting task, as to_thread does
+            setter, value = future.set_exception, exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: no one is waiting
+            loop.call_soon_threadsafe(settle, setter, value)
+
+    name = f"worker-{getattr(func, '__name__', 'call')}"
+    threading.Thread(target=call, name=name, daemon=True).start()
+    return await future
 
 
 @dataclass(frozen=True)
@@ -153,7 +186,7 @@ class StartFollower:
         if repo is not None:
             env = self.process.env
             endpoint, token = env.get("HF_ENDPOINT"), env.get("HF_TOKEN")
-            watch.total_bytes = await asyncio.to_thread(download_bytes, *repo, endpoint, token)
+            watch.total_bytes = await in_daemon_thread(download_bytes, *repo, endpoint, token)
 
     async def predicted_failure(
         self, preflight: Callable[[Mapping[str, str]], PreflightResult]

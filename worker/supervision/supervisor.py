@@ -4,9 +4,9 @@ It owns the parts and wires them: the process (``vllm_process``: spawn, drain, k
 group), the classifier that reads every line, the lifecycle and its effects (``machine``,
 ``effects``), the watchdog (``watchdog``: fatal wait, startup and stall limits), the
 health probe (``health``), the download watch and the crash-loop breaker
-(``worker.crashloop.crash_loop``). A failure that a relaunch with what vLLM measured can
-fix (``relaunch``) starts vLLM again in this container, at most twice. It runs on its
-own asyncio loop in
+(``worker.crashloop.crash_loop``). Its vLLM processes, one after another, are
+``restarts``: a failure that a relaunch with what vLLM measured can fix (``relaunch``)
+starts vLLM again in this container, at most twice. It runs on its own asyncio loop in
 a background thread so the RunPod SDK can own the main thread; other threads read
 ``state`` and wait on ``settled``, ``spawned`` and ``stopped``.
 
@@ -25,36 +25,21 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
-from diagnostics import Category, Classifier, Diagnosis, Evidence, RulePack, State
+from diagnostics import Classifier, Diagnosis, RulePack, State
 from diagnostics.redaction.redact import Redactor
 from diagnostics.redaction.secrets import secret_values
 from worker.config.settings import Settings
 from worker.crashloop.crash_loop import CrashLoopBreaker
 from worker.preflight import PreflightResult
-from worker.seams.downloads import DownloadWatch, hf_cache_dir
 from worker.supervision import launch
-from worker.supervision import relaunch_apply as relaunch
 from worker.supervision.coldstart import ColdStartClock, timing_markers
 from worker.supervision.effects import WorkerEffects
 from worker.supervision.follower import Output, StartFollower, Timing
 from worker.supervision.machine import Lifecycle
-from worker.supervision.relaunch import Relaunch, decide
+from worker.supervision.restarts import Restarts, new_watchdog
 from worker.supervision.vllm_process import VllmProcess
-from worker.supervision.watchdog import Watchdog
 
 log = structlog.get_logger("worker.supervisor")
-
-
-def config_failure(var: str, message: str) -> Diagnosis:
-    """A configuration judged bad before launch: permanent, names the variable."""
-    return Diagnosis(
-        state=State.FAILED_PERMANENT,
-        category=Category.BAD_CONFIG,
-        rule="invalid-setting",
-        evidence=Evidence(0, f"environment variable {var}"),
-        cause=f"The worker's configuration is invalid: {message}",
-        fix=f"Correct {var} on the endpoint and start a new worker; vLLM was not started.",
-    )
 
 
 def secrets_of(env: Mapping[str, str]) -> list[str]:
@@ -77,47 +62,53 @@ class Supervisor:
         preflight: Callable[[Mapping[str, str]], PreflightResult] | None = None,
     ):
         self.settings, self.timing = settings, timing or Timing()
-        self.pack, self.clock = pack, clock
         self.redact = Redactor(secrets_of(env))
-        self.classifier = Classifier(pack, redactor=self.redact)
-        self.args = list(settings.vllm_args)  # vLLM's arguments now (a relaunch changes them)
+        classifier = Classifier(pack, redactor=self.redact)
         self._stop_requested = False
-        self.exit_code: int | None = None
         self._config_failure, self._preflight = config_failure, preflight
         self._loop: asyncio.AbstractEventLoop | None = None
         argv, child_env = launch.vllm_argv(settings), launch.vllm_env(settings, env)
-        self.process = VllmProcess(argv, child_env, settings.shutdown_grace_s)
+        process = VllmProcess(argv, child_env, settings.shutdown_grace_s)
         now = clock()
         self.cold_start = ColdStartClock(now, markers=timing_markers(pack))
-        self.watchdog = Watchdog(
-            self.classifier,
-            now,
-            settings.startup_timeout_s,
-            settings.stall_timeout_s,
-            self.timing.linger_after_fatal_s,
-        )
         breaker = CrashLoopBreaker(settings) if config_failure is None else None
         self.effects = WorkerEffects(clock, self.cold_start, breaker, self._stop_soon)
         self.lifecycle = Lifecycle(self.effects)
         self.follower = StartFollower(
             settings,
-            self.process,
-            self.classifier,
+            process,
+            classifier,
             self.lifecycle,
             self.effects,
-            self.watchdog,
+            new_watchdog(classifier, now, settings, self.timing),
             self.cold_start,
             redact=self.redact,
             out=passthrough if passthrough is not None else sys.stdout.buffer,
             clock=clock,
             timing=self.timing,
         )
-        self.follower.relaunch_for = self._relaunch_for
         self.settled = self.effects.settled
         self.stopped = threading.Event()
         # Set once vLLM was spawned (or will not be): whatever forks in this process (the
         # SDK's heartbeat) must wait, or it inherits the spawn's exec pipe and hangs it.
         self.spawned = threading.Event()
+        self.restarts = Restarts(  # each vLLM process of this start, relaunches included
+            self.follower, pack, self.redact, self._stopping, self.spawned, clock, self.timing
+        )
+
+    @property
+    def process(self) -> VllmProcess:
+        """vLLM's process now (a relaunch replaces it)."""
+        return self.follower.process
+
+    @property
+    def classifier(self) -> Classifier:
+        return self.follower.classifier
+
+    @property
+    def exit_code(self) -> int | None:
+        """vLLM's exit code, once the last process of this start has exited."""
+        return self.restarts.exit_code
 
     @property
     def state(self) -> State:
@@ -188,96 +179,10 @@ class Supervisor:
         follow = self.follower
         if self._preflight is not None and await follow.predicted_failure(self._preflight):
             return
-        initial = relaunch.auto_length(self.args, self.effects.info.get("estimate"))
-        if initial is not None:
-            self._replace_process(initial.changes)
-            log.info(
-                "worker.max_model_len",
-                source="estimate",
-                reason=initial.reason,
-                max_model_len=initial.changes.get("MAX_MODEL_LEN") or None,
-            )
-        while True:
-            await self._run_once()
-            pending, follow.pending = follow.pending, None
-            if pending is None or self.lifecycle.settled:
-                return
-            if self._stop_requested:
-                self.lifecycle.stop()
-                return
-            self._replace_process(pending.changes)
+        await self.restarts.run()
 
-    async def _run_once(self) -> None:
-        """One vLLM process: spawn it, read its output to the end, settle by its exit
-        (or leave a relaunch pending)."""
-        follow = self.follower
-        cache = hf_cache_dir(self.process.env)
-        command = self.redact(" ".join(self.process.argv))
-        log.info("vllm.spawning", command=command, hf_cache=str(cache))
-        try:
-            spawned = await self.process.spawn()
-        except OSError as exc:
-            message = f"cannot run {self.process.argv[0]!r}: {exc.strerror or exc}"
-            follow.fail(config_failure("VLLM_COMMAND", message))
-            return
-        finally:
-            self.spawned.set()
-        if not spawned:
-            return
-        log.info("vllm.spawned", pid=self.process.pid)
-        if self.process.stop_requested:
-            await self.process.kill()
-        watch = DownloadWatch(cache)
-        tasks = [asyncio.create_task(follow.watch(watch)), asyncio.create_task(follow.total(watch))]
-        try:
-            async for raw in self.process.lines():
-                follow.line(raw)
-            self.exit_code = await self.process.wait()
-        finally:
-            for task in [*tasks, *([follow.probe] if follow.probe else [])]:
-                task.cancel()
-            await self.process.kill()  # reap stragglers in the group, even after a clean exit
-        follow.exited(self.exit_code)
-
-    def _replace_process(self, changes: dict[str, str]) -> None:
-        """A new vLLM process (and classifier, watchdog) with ``changes`` made."""
-        self.args, env = relaunch.apply(self.args, self.process.env, changes)
-        argv = launch.vllm_argv(self.settings, self.args)
-        self.process = VllmProcess(argv, env, self.settings.shutdown_grace_s)
-        if self._stop_requested:
-            self.process.request_stop()
-        self.classifier = Classifier(self.pack, redactor=self.redact)
-        self.watchdog = Watchdog(
-            self.classifier,
-            self.clock(),
-            self.settings.startup_timeout_s,
-            self.settings.stall_timeout_s,
-            self.timing.linger_after_fatal_s,
-        )
-        follow = self.follower
-        follow.process, follow.classifier, follow.watchdog = (
-            self.process,
-            self.classifier,
-            self.watchdog,
-        )
-        follow.probe = None
-
-    def _relaunch_for(self, diagnosis: Diagnosis) -> Relaunch | None:
-        """The relaunch a failure of a spawned vLLM calls for (``relaunch.decide``)."""
-        if self.process.pid is None or self._stop_requested or self.effects.breaker is None:
-            return None
-        estimate = self.effects.info.get("estimate") or {}
-        context = relaunch.context_of(
-            self.settings.vllm_args,
-            self.args,
-            self.process.env,
-            auto_relax=self.settings.auto_relax,
-            weights_fit=estimate.get("weights_fit"),
-            done=tuple(r["kind"] for r in self.effects.info["relaunches"]),
-            breaker_allows=self.effects.breaker.allows_relaunch(),
-        )
-        failure = relaunch.failure_of(diagnosis, self.pack, self.lifecycle.state)
-        return decide(failure, context)
+    def _stopping(self) -> bool:
+        return self._stop_requested
 
     def _stop_soon(self) -> None:
         """Thread-safe: have the supervisor's loop stop vLLM's process group."""

@@ -19,7 +19,8 @@ from tests.support.scripted_vllm import standin_env
 from tests.support.vllm_env import group_alive
 from worker.config.settings import fallback_settings, load_settings
 from worker.queue.gate import JobGate
-from worker.supervision.supervisor import Supervisor, Timing, config_failure
+from worker.supervision.failure import config_failure
+from worker.supervision.supervisor import Supervisor, Timing
 
 PACK = load_pack()
 

@@ -16,7 +16,8 @@ from tests.support.scripted_vllm import standin_env
 from worker.config.settings import fallback_settings, load_settings
 from worker.queue.handler import make_handler
 from worker.queue.proxy import VllmProxy
-from worker.supervision.supervisor import Supervisor, Timing, config_failure
+from worker.supervision.failure import config_failure
+from worker.supervision.supervisor import Supervisor, Timing
 
 PACK = load_pack()
 JOB = {"id": "j1", "input": {"openai_route": "/v1/models"}}

@@ -21,7 +21,8 @@ from diagnostics import Category, State, load_pack
 from tests.support.scripted_vllm import standin_env
 from tests.support.vllm_env import ROOT, group_alive
 from worker.config.settings import fallback_settings, load_settings
-from worker.supervision.supervisor import Supervisor, Timing, config_failure
+from worker.supervision.failure import config_failure
+from worker.supervision.supervisor import Supervisor, Timing
 
 PACK = load_pack()
 FAST = Timing(sample_every_s=0.05, progress_every_s=5.0, linger_after_fatal_s=0.3)
