@@ -79,7 +79,7 @@ def _accuracy(pack) -> str:
 
 def _catalogue() -> tuple[str, str]:
     """Coverage per source and version range, and the messages left generic."""
-    lines = (CATALOGUE / "catalogue.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (CATALOGUE / "catalogue-full.jsonl").read_text(encoding="utf-8").splitlines()
     entries = [json.loads(line) for line in lines if line.strip()]
     sources = json.loads((CATALOGUE / "sources.json").read_text(encoding="utf-8"))
     out = [

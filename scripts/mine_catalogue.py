@@ -1,35 +1,45 @@
 """Mine the messages that end a vLLM start from the sources of vLLM and its stack.
 
-Reads unpacked wheels (``pip download --no-deps --only-binary=:all: vllm==X``, then
-``unzip '*.py'``) laid out as ``SRC/<project>-<version>/``, finds ``raise XError(...)``
-sites and ``logger.error/critical/exception`` calls in the start-up code of each project
-(engine, config, model loader, worker, executor, platform and entrypoint code of vLLM;
-the hub, config and download code of transformers and huggingface_hub; torch's CUDA
-initialisation; ray's out-of-memory and actor errors), and turns each message into a
-template: f-string fields, ``.format`` and ``%`` fields become ``{}``. Messages built in
-native code are read from the shared library's strings (torch's CUDA allocator:
-``torch/lib/libc10_cuda.so``); those printed by binaries the wheels do not ship as
-libraries (ray's raylet) are listed by hand under ``manual:`` in ``assign.yaml``.
+Reads unpacked wheels laid out as ``SRC/<project>-<version>/`` (scripts/mine_fetch.sh
+fetches every release on the index -- vLLM 0.1.7 and 0.2.0 on, patch releases
+included; transformers 4.33 on and huggingface_hub 0.16.4 on, the range vLLM pins --
+one wheel at a time, keeping only the start-up-scope files), finds every ``raise
+XError(...)`` site, every ``logger.error/critical/exception`` call, every
+``logger.warning`` right before a raise or exit (a fatal warning) and every message
+built for a later raise in the start-up code of each project (vLLM: engine, config,
+model executor -- models, layers, quantization, loader --, attention backends, worker,
+executor, platforms, distributed, entrypoints and multimodal code; the hub, config and
+download code of transformers and huggingface_hub; torch's CUDA initialisation; ray's
+out-of-memory and actor errors), and turns each message into a template: implicit
+concatenation, f-strings, ``+``, ``%`` (also a log call's lazy ``%s`` arguments) and
+``.format`` fields become ``{}``, across lines. Messages built in native code are read
+from the shared library's strings (torch's CUDA allocator: ``torch/lib/libc10_cuda.so``);
+those printed by binaries the wheels do not ship as libraries (ray's raylet) are listed
+by hand under ``manual:`` in ``assign.yaml``; the runtimes' error strings (CUDA's and
+HIP's error descriptions, NCCL's result strings, cuBLAS/cuDNN status names) are data
+under ``runtime:`` there.
 
-Wheels: ``pip download --no-deps --only-binary=:all: --platform manylinux1_x86_64
---python-version 3.10 vllm==X -d DIR`` (3.12 for the abi3 wheels of newer releases),
-then ``unzip -o DIR/*.whl '*.py' -d SRC/vllm-X`` (and ``'torch/lib/libc10_cuda.so'``
-for torch).
+Then it assigns categories from ``fixtures/catalogue/assign.yaml``: the first ``assign``
+row whose regex matches the template (or ``generic: <reason>`` for messages
+deliberately left to the generic rules); else, for a raised message, the ``modules``
+table (the raising module and function -> category; a message naming a value the user
+chose -> bad_config). It writes ``fixtures/catalogue/catalogue.jsonl``: one message per
+line, with project, file, function, first and last version seen, exception type,
+category and ``assigned_by`` (assign, module or runtime). Logged messages no ``assign``
+row names, and messages outside every table, are only counted (``sources.json``).
 
-Then it assigns categories from ``fixtures/catalogue/assign.yaml`` (data: a regex over
-the template -> a category, or ``generic: <reason>`` for messages deliberately left to
-the generic rules) and writes ``fixtures/catalogue/catalogue.jsonl``: one start-up
-failure message per line, with project, file, first and last version seen, exception
-type and category. Messages no assignment names are not start-up failures of interest
-and are only counted.
-
-    python scripts/mine_catalogue.py /tmp/vllm-src/src
+    scripts/mine_fetch.sh /tmp/catmine   # re-runnable: releases already there are skipped
+    python scripts/mine_catalogue.py /tmp/catmine/src
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
+import inspect
+import itertools
 import json
+import pickle
 import re
 import sys
 from collections import defaultdict
@@ -40,16 +50,20 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "fixtures" / "catalogue"
 
-# Start-up code, per project (path regexes relative to the unpacked wheel).
+# Start-up code, per project (path regexes relative to the unpacked wheel). vLLM: the
+# engine, config, model executor (models, layers, quantization, loader), attention
+# backends, worker, executor, platforms, distributed, entrypoints and multimodal code
+# (V0 and V1 layouts). Left out: the request handlers of the entrypoints (serving_*,
+# protocol, chat/tool/reasoning parsing: their errors answer one request, after ready).
+# 0.1-0.3 kept the loader and weight download in single modules (model_executor/
+# model_loader.py, weight_utils.py) and served entrypoints/api_server.py.
 SCOPE = {
-    # 0.1-0.3 kept the loader and weight download in single modules
-    # (model_executor/model_loader.py, weight_utils.py) and served entrypoints/api_server.py.
-    "vllm": r"^vllm/(?:engine/|config|model_executor/(?:model_loader[/.]|weight_utils)|"
-    r"model_executor/models/(?:registry|__init__)|worker/|executor/|platforms/|"
-    r"entrypoints/(?:api_server|openai/api_server|"
-    r"openai/cli_args|cli/serve|llm|utils)|v1/(?:engine/|worker/(?:gpu_worker|worker_base)|"
-    r"executor/|core/kv_cache_utils)|transformers_utils/(?:config|utils|tokenizer)|"
-    r"distributed/(?:parallel_state|device_communicators/(?:shm_broadcast|pynccl))|"
+    "vllm": r"^vllm/(?:engine/|config|model_executor/|attention/|worker/|executor/|platforms/|"
+    r"distributed/|multimodal/|"
+    r"entrypoints/(?!.*(?:serving|protocol|chat_utils|tool_parser|tool_server|reasoning|"
+    r"harmony|responses|score_utils|renderer|context))|"
+    r"v1/(?:engine/|worker/|executor/|core/kv_cache_utils|attention/)|"
+    r"transformers_utils/(?:config|utils|tokenizer)|"
     r"utils/__init__|utils\.py|envs\.py)",
     "transformers": r"^transformers/(?:configuration_utils|modeling_rope_utils|"
     r"tokenization_utils_base|"
@@ -67,7 +81,7 @@ NATIVE = {
 _PRINTABLE = re.compile(rb"[\x20-\x7e]{12,}")
 _LOG_CALLS = {"error", "critical", "exception", "fatal"}
 _MESSAGE_NAMES = ("message", "msg")  # names (any case) a message is built in
-_VERSION = re.compile(r"^(?P<project>[a-z_]+)-(?P<version>\d[\w.]*)$")
+_VERSION = re.compile(r"^(?P<project>[a-z_]+)-(?P<version>\d[\w.]*)(?<!\.part)$")
 
 
 def version_key(version: str) -> tuple:
@@ -95,7 +109,8 @@ def template_of(node: ast.AST) -> str | None:
         left = template_of(node.left)
         if left is None:
             return None
-        return re.sub(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrfgixXe]", "{}", left)
+        fields = re.sub(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrfgixXe]", "{}", left)
+        return fields.replace("%%", "%")
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
@@ -116,27 +131,87 @@ def _call_name(func: ast.AST) -> str:
     return ""
 
 
-def messages(tree: ast.AST) -> list[tuple[str, str]]:
-    """(exception type or "logger.error", template) of every raise / fatal log call."""
-    found = []
+def _log_call(node: ast.AST, levels: set[str] | frozenset[str]) -> ast.Call | None:
+    """``node`` when it is ``logger.<level>(...)`` (or log./logging.) with a message."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in levels
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in ("logger", "log", "logging", "_logger", "LOGGER")
+        and node.args
+    ):
+        return node
+    return None
+
+
+def _ends_start(stmt: ast.stmt) -> bool:
+    """A statement that ends the process or the start: ``raise``, ``sys.exit()``,
+    ``exit()``, ``os._exit()``."""
+    if isinstance(stmt, ast.Raise):
+        return True
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return _call_name(stmt.value.func) in ("exit", "_exit")
+    return False
+
+
+def _fatal_warnings(tree: ast.AST) -> set[int]:
+    """ids of ``logger.warning`` calls that a raise or exit follows in the same block:
+    the warning names why the start ends."""
+    fatal: set[int] = set()
     for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if not isinstance(block, list):
+                continue
+            for stmt, following in itertools.pairwise(block):
+                call = isinstance(stmt, ast.Expr) and _log_call(stmt.value, {"warning", "warn"})
+                if call and isinstance(following, ast.stmt) and _ends_start(following):
+                    fatal.add(id(call))
+    return fatal
+
+
+def _logged_template(call: ast.Call) -> str | None:
+    """A log call's message: logging fills ``%`` fields from the further arguments."""
+    text = template_of(call.args[0])
+    if text is None or len(call.args) < 2:
+        return text
+    fields = re.sub(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrfgixXe]", "{}", text)
+    return fields.replace("%%", "%")
+
+
+def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
+    """(exception type or "logger.error", template, function) of every raise, fatal log
+    call (error, critical, exception; a warning right before a raise or exit) and
+    message built for a later raise. ``function``: the enclosing ``Class.function``
+    (``<module>`` at top level)."""
+    found: list[tuple[str, str, str]] = []
+    fatal = _fatal_warnings(tree)
+
+    def visit(node: ast.AST, scope: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = child.name if scope == "<module>" else f"{scope}.{child.name}"
+                visit(child, name)
+                continue
+            record(child, scope)
+            visit(child, scope)
+
+    def record(node: ast.AST, scope: str) -> None:
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             name = _call_name(node.exc.func)
             if name.endswith(("Error", "Exception", "Exit")):
                 text = template_of(node.exc.args[0])
                 if text:
-                    found.append((name, text))
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in _LOG_CALLS
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id in ("logger", "log", "logging")
-            and node.args
-        ):
-            text = template_of(node.args[0])
+                    found.append((name, text, scope))
+        elif call := _log_call(node, _LOG_CALLS):
+            text = _logged_template(call)
             if text:
-                found.append((f"logger.{node.func.attr}", text))
+                found.append((f"logger.{_call_name(call.func)}", text, scope))
+        elif id(node) in fatal and isinstance(node, ast.Call):
+            text = _logged_template(node)
+            if text:
+                found.append(("logger.warning", text, scope))
         elif (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -146,7 +221,9 @@ def messages(tree: ast.AST) -> list[tuple[str, str]]:
             # A message built first and raised later (huggingface_hub's HTTP errors).
             text = template_of(node.value)
             if text:
-                found.append(("message", text))
+                found.append(("message", text, scope))
+
+    visit(tree, "<module>")
     return found
 
 
@@ -169,33 +246,59 @@ def native_messages(path: Path, wanted: bytes) -> list[str]:
     return found
 
 
-def mine(src: Path) -> dict[tuple[str, str], dict]:
+def _tree_messages(path: Path, cache: dict[str, list[tuple[str, str, str]]]):
+    """messages() of one source file; a file unchanged since an earlier release is
+    parsed once (keyed by its bytes)."""
+    data = path.read_bytes()
+    digest = hashlib.sha1(data).hexdigest()
+    if digest not in cache:
+        try:
+            tree = ast.parse(data.decode("utf-8", errors="replace"))
+        except (SyntaxError, ValueError):
+            cache[digest] = []
+        else:
+            cache[digest] = messages(tree)
+    return cache[digest]
+
+
+def _extraction_code() -> str:
+    """A hash of the code that reads messages from a file (the cache's validity)."""
+    functions = (template_of, _call_name, _log_call, _ends_start, _fatal_warnings)
+    parts = [inspect.getsource(f) for f in (*functions, _logged_template, messages, normalise)]
+    return hashlib.sha1("".join(parts).encode()).hexdigest()
+
+
+def mine(src: Path, cache: Path | None = None) -> dict[tuple[str, str], dict]:
+    """Every message of every release under ``src``. ``cache``: a pickle of the
+    messages of each file (by its bytes) kept between runs."""
     entries: dict[tuple[str, str], dict] = {}
-    versions: dict[str, list[str]] = defaultdict(list)
-    for tree_dir in sorted(src.iterdir()):
+    parsed: dict[str, list[tuple[str, str, str]]] = {}
+    code = _extraction_code()
+    if cache is not None and cache.exists():
+        stored = pickle.loads(cache.read_bytes())
+        if isinstance(stored, dict) and stored.get("code") == code:
+            parsed = stored["parsed"]
+    trees = [d for d in src.iterdir() if _VERSION.match(d.name)]
+    trees.sort(key=lambda d: (d.name.split("-")[0], version_key(d.name.rsplit("-", 1)[-1])))
+    for tree_dir in trees:
         match = _VERSION.match(tree_dir.name)
         if not match or match["project"] not in SCOPE:
             continue
         project, version = match["project"], match["version"]
-        versions[project].append(version)
         scope = re.compile(SCOPE[project])
-        found: list[tuple[str, str, str]] = []
+        found: list[tuple[str, str, str, str]] = []
         if project in NATIVE:
             library, wanted, exc = NATIVE[project]
             for path in sorted(tree_dir.rglob("*.so")):
                 rel = path.relative_to(tree_dir).as_posix()
                 if re.search(library, rel):
-                    found += [(rel, exc, text) for text in native_messages(path, wanted)]
+                    found += [(rel, exc, text, "") for text in native_messages(path, wanted)]
         for path in sorted(tree_dir.rglob("*.py")):
             rel = path.relative_to(tree_dir).as_posix()
             if not scope.search(rel):
                 continue
-            try:
-                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-            except SyntaxError:
-                continue
-            found += [(rel, exc, raw) for exc, raw in messages(tree)]
-        for rel, exc, raw in found:
+            found += [(rel, exc, raw, fn) for exc, raw, fn in _tree_messages(path, parsed)]
+        for rel, exc, raw, function in found:
             template = normalise(raw)
             if len(template.replace("{}", "").strip()) < 12:
                 continue  # nothing but fields: no wording to catalogue
@@ -207,56 +310,120 @@ def mine(src: Path) -> dict[tuple[str, str], dict]:
                     "project": project,
                     "exception": exc,
                     "file": rel,
+                    "function": function,
                     "versions": set(),
                 },
             )
             entry["versions"].add(version)
+    if cache is not None:
+        cache.write_bytes(pickle.dumps({"code": code, "parsed": parsed}))
     for entry in entries.values():
         seen = sorted(entry.pop("versions"), key=version_key)
         entry["first_version"], entry["last_version"] = seen[0], seen[-1]
     return entries
 
 
-def assign(entries: dict, table: list[dict]) -> list[dict]:
+def _fits(row: dict, entry: dict) -> bool:
+    """Whether an assign or module row's optional project / file / function /
+    exception conditions hold for ``entry``."""
+    return (
+        row.get("project", entry["project"]) == entry["project"]
+        and bool(re.search(row.get("file", ""), entry["file"]))
+        and bool(re.search(row.get("function", ""), entry.get("function") or ""))
+        and bool(re.search(row.get("exception", ""), entry["exception"]))
+        and bool(re.search(row.get("match", ""), entry["template"]))
+    )
+
+
+def _categorised(entry: dict, row: dict, source: str) -> dict:
+    item = dict(entry)
+    if "generic" in row:
+        item["category"] = None
+        item["generic"] = row["generic"]
+    else:
+        item["category"] = row["category"]
+        item["permanent"] = row["permanent"]
+    item["assigned_by"] = source
+    return item
+
+
+def assign(entries: dict, table: list[dict], modules: list[dict] | None = None) -> list[dict]:
+    """Each entry's category: the first ``assign`` row whose regex matches its template;
+    else the first ``modules`` row for the module (and function) that raises it, whose
+    ``user_value`` (a regex naming an option the user chose) may give another category;
+    else none (not catalogued, only counted)."""
     compiled = [(re.compile(row["match"]), row) for row in table]
+    module_rows = modules or []
     out = []
     for entry in entries.values():
+        item = None
         for regex, row in compiled:
-            if row.get("project", entry["project"]) != entry["project"]:
-                continue
-            if not re.search(row.get("file", ""), entry["file"]):
-                continue
-            if not re.search(row.get("exception", ""), entry["exception"]):
-                continue
-            if regex.search(entry["template"]):
-                item = dict(entry)
-                if "generic" in row:
-                    item["category"] = None
-                    item["generic"] = row["generic"]
-                else:
-                    item["category"] = row["category"]
-                    item["permanent"] = row["permanent"]
-                out.append(item)
+            if _fits(row, entry) and regex.search(entry["template"]):
+                item = _categorised(entry, row, "assign")
                 break
+        # A logged error does not say whether the start goes on: only an assign row
+        # catalogues one.
+        if item is None and not entry["exception"].startswith("logger."):
+            for row in module_rows:
+                if not _fits(row, entry):
+                    continue
+                user = row.get("user_value")
+                if user and re.search(user["match"], entry["template"]):
+                    item = _categorised(entry, user, "module")
+                else:
+                    item = _categorised(entry, row, "module")
+                break
+        if item is not None:
+            out.append(item)
     out.sort(key=lambda e: (e["project"], e["file"], e["template"]))
     return out
 
 
+def runtime_entries(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    """The runtimes' own error strings (``runtime:`` in assign.yaml: CUDA's and HIP's
+    error descriptions, NCCL's result strings, cuBLAS/cuDNN status names), each as the
+    line that prints it (``printed``, ``{}`` the string), category given with it."""
+    entries = {}
+    for group in rows:
+        for text in group["strings"]:
+            template = group["printed"].replace("{string}", text)
+            category = group["category"]
+            for pattern, other in group.get("categories", {}).items():
+                if re.search(pattern, text):
+                    category = other
+            entries[(group["project"], template)] = {
+                "template": template,
+                "project": group["project"],
+                "exception": group["exception"],
+                "file": group["source"],
+                "function": group.get("function", ""),
+                "first_version": group.get("first_version", ""),
+                "last_version": group.get("last_version", ""),
+                "category": category,
+                "permanent": category != "cuda_fault",
+                "assigned_by": "runtime",
+            }
+    return entries
+
+
 def main(argv: list[str]) -> int:
-    src = Path(argv[0]) if argv else Path("/tmp/vllm-src/src")
+    src = Path(argv[0]) if argv else Path("/tmp/catmine/src")
     data = yaml.safe_load((OUT / "assign.yaml").read_text(encoding="utf-8"))
-    table = data["assign"]
-    entries = mine(src)
+    entries = mine(src, src.parent / "messages.pickle")
     # Messages printed by native binaries the miner does not read, copied by hand.
     for item in data.get("manual", []):
         entries[(item["project"], item["template"])] = dict(item)
-    catalogue = assign(entries, table)
+    catalogue = assign(entries, data["assign"], data.get("modules"))
+    catalogue += sorted(
+        runtime_entries(data.get("runtime", [])).values(),
+        key=lambda e: (e["project"], e["template"]),
+    )
     versions = defaultdict(set)
     for tree_dir in src.iterdir():
         match = _VERSION.match(tree_dir.name)
         if match and match["project"] in SCOPE:
             versions[match["project"]].add(match["version"])
-    with (OUT / "catalogue.jsonl").open("w", encoding="utf-8") as handle:
+    with (OUT / "catalogue-full.jsonl").open("w", encoding="utf-8") as handle:
         for item in catalogue:
             handle.write(json.dumps(item, ensure_ascii=False, sort_keys=True) + "\n")
     sources = {p: sorted(v, key=version_key) for p, v in sorted(versions.items())}

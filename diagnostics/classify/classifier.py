@@ -1,8 +1,11 @@
 """The incremental classifier: feed vLLM's output line by line, ask for a diagnosis.
 
 Memory is bounded by the window (recent lines kept for the tail and context), never
-by the size of the log. Priority decides between rules: the rule that comes first
-in the pack wins, and among its matches the first occurrence is the evidence. When
+by the size of the log. The verdict is the best finding of the failed start: by the
+kind of its rule (a specific cause, generic structure, a consequence), then the
+earliest (:mod:`diagnostics.classify.findings`); an exception only generic structure
+names, or a log that ends in a traceback, is judged by where it was raised
+(:func:`diagnostics.classify.verdict.judged_by_origin`). When
 vLLM reports it is ready, earlier matches are dropped (they did not stop it); after
 a requested shutdown, generic wrapper errors are ignored. After ready, a rule marked
 ``before_ready`` (a bare exception line: a failed request) names the cause only once
@@ -17,18 +20,20 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
-from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, captures, stored
+from diagnostics.classify.findings import MAX_STORED_LINE, Findings, stored
 from diagnostics.classify.normalize import clean_raw, normalize, wrapped_at_width
 from diagnostics.classify.progress import Progress
 from diagnostics.classify.verdict import (
     ends_in_traceback,
+    judged_by_origin,
     last_evidence,
     line_evidence,
     no_rule_matched,
+    render_hit,
     render_rule,
 )
 from diagnostics.classify.wrapping import Wrapped, carry
-from diagnostics.model import Diagnosis, Evidence, State
+from diagnostics.model import Diagnosis, State
 from diagnostics.pack.rules import PHASES, Pattern, Rule, RulePack, load_pack
 from diagnostics.redaction.redact import Redactor, redact
 
@@ -62,6 +67,7 @@ class Classifier:
         self.redact = redactor or redact
         self.recent: deque[tuple[int, str]] = deque(maxlen=window)
         self.lines = 0
+        self.fed = 0  # lines fed: the order findings were read in
         self._progress = Progress()  # phase, shutdown, traceback, frames, captures
         self._findings = Findings()  # the failure matches
         self._wrapped: Wrapped | None = None
@@ -73,6 +79,7 @@ class Classifier:
     def feed(self, raw: str, lineno: int | None = None) -> State | None:
         """Take one raw line; return the new phase when this line changed it."""
         self.lines = lineno if lineno is not None else self.lines + 1
+        self.fed += 1
         line = raw.rstrip("\r\n")
         self.recent.append((self.lines, stored(line)))
         if self._findings.collecting is not None:
@@ -106,8 +113,10 @@ class Classifier:
                 changed = self._phase_marker(pattern, found.groupdict()) or changed
             elif pattern.kind == "rule" and pattern.regex.search(text):
                 rule = self.pack.rules[pattern.owner]
-                self._findings.consider(rule, clean, text, self.lines, self._progress)
-            elif pattern.kind not in ("phase", "rule"):
+                self._findings.consider(rule, clean, text, self.lines, self._progress, 0, self.fed)
+            elif pattern.kind == "header_class" and (cls := text.split(None, 1)[0]):
+                _read_class(self, cls.rsplit(".", 1)[-1], clean)
+            elif pattern.kind not in ("phase", "rule", "reshaped"):
                 self._progress.saw(pattern, text, self.lines)
         return changed
 
@@ -123,6 +132,8 @@ class Classifier:
             pattern = patterns[index]
             if pattern.kind == "frame":
                 self._progress.frames.add(pattern.owner)
+            elif pattern.kind == "traceback_body":
+                self._progress.frame(text)  # a frame line cut in its path or function
             elif pattern.kind == "phase" and (found := pattern.regex.search(text)):
                 # Only a marker the cut split: one either part shows was entered already
                 # (entering ready again would drop a failure on the next line).
@@ -131,7 +142,8 @@ class Classifier:
                 changed = self._phase_marker(pattern, found.groupdict()) or changed
             elif pattern.kind == "rule" and pattern.regex.search(text):
                 rule, first = self.pack.rules[pattern.owner], wrapped.first or self.lines
-                self._findings.consider(rule, clean, text, first, self._progress)
+                at = self.fed - (self.lines - first)
+                self._findings.consider(rule, clean, text, first, self._progress, self.lines, at)
         return changed
 
     def feed_all(self, lines: Iterable[str]) -> Classifier:
@@ -167,13 +179,16 @@ class Classifier:
 
     def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
-        findings, traceback = self._findings, self._progress.traceback
+        findings, progress, context = self._findings, self._progress, self._progress.context
         if findings.best is not None:
-            return self._render(findings.best)
+            return render_hit(findings.best, context, self.pack.provenance, self.redact)
         if findings.late is not None and (exited or exit_code is not None):
-            return self._render(findings.late)
-        if traceback is not None and not (exited or exit_code is not None):
-            return ends_in_traceback(line_evidence(self.recent, traceback, self.redact))
+            return render_hit(findings.late, context, None, self.redact)  # a request
+        if progress.traceback is not None and not (exited or exit_code is not None):
+            evidence = line_evidence(self.recent, progress.traceback, self.redact)
+            origin, redactor = progress.origin, self.redact
+            by_origin = judged_by_origin(self.pack.provenance, origin, evidence, redactor=redactor)
+            return by_origin or ends_in_traceback(evidence)
         if exited or exit_code is not None:
             evidence = last_evidence(self.recent, self.redact)
             return no_rule_matched(evidence, exit_code, self.phase)
@@ -187,14 +202,21 @@ class Classifier:
             self._findings.late = None  # a new start after a ready one: judged afresh
         if state is State.READY:
             # Whatever matched before did not stop vLLM from serving.
-            findings = self._findings
-            findings.best = findings.collecting = findings.late = None
+            self._findings.clear()
         return self._progress.enter(name)
 
-    def _render(self, hit: Hit) -> Diagnosis:
-        evidence = Evidence(hit.line, self.redact(hit.raw))
-        captured = {**self._progress.context, **captures(hit)}
-        return render_rule(hit.rule, captured, evidence, self.redact)
+
+def _read_class(classifier: Classifier, cls: str, clean: str) -> None:
+    """An IPython header names the exception's class only: the rules read it as the
+    exception line with its message cut (``LocalEntryNotFoundError: ``)."""
+    text = f"{cls}: "
+    pack, fed = classifier.pack, classifier.fed
+    for index in sorted(_hit_ids(pack, text)):
+        pattern = pack.patterns[index]
+        if pattern.kind == "rule" and pattern.regex.search(text):
+            rule = pack.rules[pattern.owner]
+            progress = classifier._progress
+            classifier._findings.consider(rule, clean, text, classifier.lines, progress, 0, fed)
 
 
 def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagnosis:

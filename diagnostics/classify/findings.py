@@ -1,12 +1,23 @@
-"""The failure matches the classifier keeps: the best rule's first match (the
-evidence, with the lines that continue it), a ``before_ready`` match after ready,
-and the captures a match's messages read."""
+"""The failure matches the classifier keeps: every rule's first finding of the failed
+start (bounded by the pack: one per rule) with its position, its rule's kind and the
+traceback chain it belongs to; the best of them (the evidence, with the lines that
+continue it); a ``before_ready`` match after ready; the captures a match's messages read.
+
+The best finding: the lowest rank (``diagnostics.pack.pack.tier``: a specific cause beats
+generic structure, which beats a consequence; memory, then device faults, first among
+causes), then the earliest line. Python prints a chain's origin first ("The above
+exception was the direct cause of the following exception", "During handling of the
+above exception"), so among specific causes the chain's origin is its earliest finding,
+and across chains the earliest one wins. The order is total and a later line never beats
+an earlier one of the same rank, so the choice is made as lines come (constant memory)
+and the fast path can skip what cannot beat it."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
-from diagnostics.classify.progress import Progress
+from diagnostics.classify.progress import Origin, Progress
 from diagnostics.model import State
 from diagnostics.pack.rules import Rule
 from diagnostics.redaction.redact import truncate
@@ -28,6 +39,13 @@ class Hit:
     raw: str
     text: str
     following: list[str] = field(default_factory=list)
+    chain: int = 0  # the traceback chain it belongs to (Progress.chain)
+    origin: Origin | None = None  # where the exception was raised (Progress.origin)
+    at: int = 0  # the order it was read in (a reversed console export: not ``line``)
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.rule.rank, self.at, self.rule.priority)
 
 
 class Findings:
@@ -38,23 +56,65 @@ class Findings:
         self.best: Hit | None = None
         self.collecting: Hit | None = None
         self.late: Hit | None = None
+        self.found: dict[int, Hit] = {}  # rule priority -> its first finding
+        # (first line, last line, priority): the rules that read the last lines first
+        self._claims: deque[tuple[int, int, int]] = deque(maxlen=8)
 
-    def consider(self, rule: Rule, clean: str, text: str, line: int, progress: Progress) -> None:
+    def clear(self) -> None:
+        self.best = self.collecting = self.late = None
+        self.found = {}
+        self._claims.clear()
+
+    def consider(
+        self,
+        rule: Rule,
+        clean: str,
+        text: str,
+        line: int,
+        progress: Progress,
+        through: int = 0,
+        at: int = 0,
+    ) -> None:
+        """A match of ``rule`` on ``line`` (to line ``through``: a line cut at a terminal's
+        width, read whole with its rest)."""
         if progress.stopping and rule.generic:
             return
         if rule.traceback_through and rule.priority not in progress.frames:
             return
         if rule.after and rule.priority not in progress.after:
             return
-        if self.best is not None and self.best.rule.priority <= rule.priority:
-            return
+        # One line, one reading: the rule first in the pack that accepts a line reads it
+        # (the wrapper's own exception line is the wrapper's, not a bare exception). A
+        # line cut at a terminal's width is read whole with its rest (to ``through``):
+        # what a later rule matched on a part alone goes.
+        last = max(through, line)
+        for first, end, by in self._claims:
+            if first <= last and line <= end and by <= rule.priority:
+                return
+        if any(first <= last and line <= end for first, end, _ in self._claims):
+            self._retract(line, last, rule.priority)
+        self._claims.append((line, last, rule.priority))
+        hit = Hit(rule, line, stored(clean), stored(text), [], progress.chain, progress.origin, at)
         if rule.before_ready and progress.phase is State.READY:
             # A bare error after ready (a failed request) is not the end of vLLM; it
             # only names the cause once vLLM exited.
             if self.late is None:
-                self.late = Hit(rule, line, stored(clean), stored(text))
+                self.late = hit
             return
-        self.best = self.collecting = Hit(rule, line, stored(clean), stored(text))
+        self.found.setdefault(rule.priority, hit)
+        if self.best is not None and self.best.key <= hit.key:
+            return
+        self.best = self.collecting = hit
+
+    def _retract(self, first: int, last: int, priority: int) -> None:
+        """Forget the findings on lines ``first``..``last`` of rules after ``priority``."""
+        for key, hit in list(self.found.items()):
+            if first <= hit.line <= last and key > priority:
+                del self.found[key]
+        best = self.best
+        if best is not None and first <= best.line <= last and best.rule.priority > priority:
+            self.best = min(self.found.values(), key=lambda h: h.key, default=None)
+            self.collecting = None
 
     def collect(self, line: str, text: str) -> None:
         """Keep up to two continuation lines after the evidence (terminal wraps);

@@ -52,6 +52,10 @@ _PREFIXES = re.compile(
 )
 
 _MAX_PREFIXES = 8
+# Exception messages printed without the exception line's shape, reshaped into it so the
+# rules read them: pydantic v1's "msg (type=value_error)" and vLLM 0.5's worker report.
+_PYDANTIC_V1 = re.compile(r"^\s*(?P<msg>\S.*?) \(type=value_error(?:\.\w+)?\)\s*$")
+_WORKER_REPORT = re.compile(r"Exception in worker \S+ while processing method \w+: (?P<msg>.+)$")
 
 
 def strip_ansi(line: str) -> str:
@@ -78,6 +82,10 @@ def normalize(line: str) -> str:
         if not match or match.end() == 0:
             break
         text = text[match.end() :]
+    if "(type=value_error" in text and (found := _PYDANTIC_V1.match(text)):
+        return f"Value error, {found.group('msg')} [type=value_error]"
+    if "while processing method" in text and (found := _WORKER_REPORT.search(text)):
+        return f"Exception: {found.group('msg').rstrip()}"
     return text.rstrip()
 
 

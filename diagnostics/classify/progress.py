@@ -1,11 +1,36 @@
 """Where a start stands, as the classifier tracks it: the phase vLLM reported, a
 requested shutdown, a traceback under way, the traceback frames and ``after``
-markers seen since the last ready marker, and what phase markers captured."""
+markers seen since the last ready marker, what phase markers captured, the traceback
+chain under way and the innermost frame of vLLM, transformers, huggingface_hub or torch
+it shows (where its exception was raised: provenance)."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from diagnostics.model import State
+from diagnostics.pack.evidence import project_path
 from diagnostics.pack.rules import PHASES, Pattern
+
+# A frame line, standard or IPython's; an IPython header with the exception's class.
+_FRAME = re.compile(
+    r'^\s*File (?:"(?P<path>[^"]+)", line \d+|(?P<ipath>[~/.\w][^\s:]*\.py):\d+), '
+    r"in (?P<func>[\w.<>]+)"
+)
+_RAISE = re.compile(r"^\s+raise (?P<cls>[A-Za-z_][\w.]*)")
+_HEADER_CLASS = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Z]\w*)\s{2,}Traceback \(most recent")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an exception was raised: a project-relative path and function (from a
+    frame), or the file name vLLM's log prefix gives (function empty)."""
+
+    path: str
+    function: str = ""
+    header_class: str = ""  # the class an IPython header shows
+    raised: str = ""  # the class of a ``raise X(`` code line right under the frame
 
 
 class Progress:
@@ -18,14 +43,25 @@ class Progress:
         self.frames: set[int] = set()  # rules whose traceback frames were seen
         self.after: set[int] = set()  # rules whose `after` markers were seen
         self.context: dict[str, str] = {}  # named captures of phase markers (the version)
+        self.chain = 0  # tracebacks seen; a chained one keeps the number of the one above
+        self._chained = False  # a chain marker since the last traceback header
+        self.origin: Origin | None = None  # the innermost project frame of this traceback
 
     def saw(self, pattern: Pattern, text: str, lineno: int) -> None:
         """A traceback header, a traceback line, a frame or an ``after`` marker hit."""
         if pattern.kind == "traceback":
             self.frames.clear()
+            if not self._chained:
+                self.chain += 1
+            self._chained = False
+            header = _HEADER_CLASS.match(text)
+            self.origin = Origin("", "", header.group("cls")) if header else None
             if not self.stopping and self.phase is not State.READY:
                 self.traceback = lineno
+        elif pattern.kind == "chain":
+            self._chained = True
         elif pattern.kind == "traceback_body":
+            self.frame(text)
             # A traceback whose header was cut off: its first line seen counts.
             if (
                 self.traceback is None
@@ -38,6 +74,22 @@ class Progress:
             self.frames.add(pattern.owner)
         elif pattern.kind == "after":
             self.after.add(pattern.owner)
+
+    def frame(self, text: str) -> None:
+        """The innermost frame of a project seen so far in this traceback."""
+        found = _FRAME.match(text)
+        if found is None:
+            raised = _RAISE.match(text)
+            if raised is not None and self.origin is not None and self.origin.path:
+                cls = raised.group("cls").rsplit(".", 1)[-1]
+                self.origin = Origin(self.origin.path, self.origin.function, "", cls)
+            return
+        path = project_path(found.group("path") or found.group("ipath") or "")
+        if path is not None:
+            header = self.origin.header_class if self.origin is not None else ""
+            self.origin = Origin(path, found.group("func"), header)
+        elif self.origin is not None and self.origin.raised:
+            self.origin = Origin(self.origin.path, self.origin.function, self.origin.header_class)
 
     def enter(self, name: str) -> State | None:
         """A phase marker named ``name``; the new phase when it changed."""

@@ -1,12 +1,33 @@
 """Rendering a verdict: a rule's messages with the values captured for them, the
-verdicts given when no rule matched, and evidence taken from the recent lines."""
+verdicts given when no rule matched, evidence taken from the recent lines, and the
+verdict by provenance.
+
+Judging by provenance: an exception no specific rule names (its message unknown, cut
+or missing) is judged by where it was raised and by its type.
+
+Where: the innermost frame of vLLM, transformers, huggingface_hub or torch of its
+traceback (standard or IPython frames), else the file vLLM's log prefix names
+(``[config.py:123]``), looked up in the pack's provenance data
+(:mod:`diagnostics.pack.evidence`, generated from the catalogue); an exception class
+of those projects (also the one an IPython header shows) by its own raise sites. Its
+type: a ``ValueError``, ``TypeError``, ``NotImplementedError``, ``KeyError`` or
+``AssertionError`` (the data's ``deterministic``) raised by vLLM's own code while the
+engine is built fails the same way on every restart, so the start is permanent with the
+category of where it was raised, unless that category is a host one (a device fault,
+the network). Only verdicts of a generic-structure rule that calls the failure
+``other``, transient (the last resort), and logs that end in a traceback are refined.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Reversible
 
+from diagnostics.classify.findings import Hit, captures
 from diagnostics.classify.normalize import clean_raw
-from diagnostics.model import Category, Diagnosis, Evidence, State, failed_state
+from diagnostics.classify.progress import Origin
+from diagnostics.model import Category, Diagnosis, Evidence, State
+from diagnostics.pack.evidence import Provenance
 from diagnostics.pack.rules import Rule, template_fields
 from diagnostics.redaction.redact import Redactor, redact
 
@@ -20,7 +41,8 @@ def render_rule(
     failure with it (its numbers in place of captures), so both read the same.
     """
     values = {**rule.defaults, **captured}
-    state, cause, fix = failed_state(rule.category), rule.cause, rule.fix
+    state = State.FAILED_PERMANENT if rule.permanent else State.FAILED_TRANSIENT
+    cause, fix = rule.cause, rule.fix
     # Permanence by evidence: the captured numbers show a host condition.
     if rule.transient_if is not None and rule.transient_if.holds(captured):
         state = State.FAILED_TRANSIENT
@@ -35,6 +57,23 @@ def render_rule(
         cause=" ".join(redactor(cause.format_map(safe)).split()),
         fix=" ".join(redactor(fix.format_map(safe)).split()),
     )
+
+
+def render_hit(
+    hit: Hit,
+    context: Mapping[str, str],
+    provenance: Provenance | None,
+    redactor: Redactor = redact,
+) -> Diagnosis:
+    """The verdict of a finding: by where it was raised when its rule allows and the
+    ``provenance`` given says more, else its rule's."""
+    evidence = Evidence(hit.line, redactor(hit.raw))
+    captured = {**context, **captures(hit)}
+    if provenance is not None and refinable(hit.rule):
+        found = judged_by_origin(provenance, hit.origin, evidence, hit, captured, redactor)
+        if found is not None:
+            return found
+    return render_rule(hit.rule, captured, evidence, redactor)
 
 
 def ends_in_traceback(evidence: Evidence | None) -> Diagnosis:
@@ -83,3 +122,92 @@ def last_evidence(recent: Reversible[tuple[int, str]], redactor: Redactor) -> Ev
         if text.strip():
             return Evidence(line, redactor(clean_raw(text)))
     return None
+
+
+_LOG_FILE = re.compile(
+    r"\b(?:ERROR|CRITICAL|WARNING|INFO)\s+\d\d-\d\d\s+[\d:.]+\s+\[?(?P<file>[\w.\-]+\.py):\d+\]"
+)
+_EXC = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Za-z_]\w*)(?:\([\w.]+\))?(?::|$)")
+_FIX = {
+    Category.BAD_CONFIG: "Change the option the message names (an env var, VLLM_EXTRA_ARGS or "
+    "VLLM_CONFIG_FILE); a restart on the same settings fails the same way.",
+    Category.MODEL_REQUIREMENT: "The model or an option needs what this vLLM or GPU does not "
+    "offer: change the option the message names, the model, or the image/GPU type.",
+    Category.KV_CACHE: "Lower MAX_MODEL_LEN or MAX_NUM_SEQS, or raise GPU_MEMORY_UTILIZATION.",
+    Category.OOM: "Use a GPU with more memory, a smaller or quantized model, or lower "
+    "MAX_MODEL_LEN / GPU_MEMORY_UTILIZATION.",
+    Category.MODEL_NOT_FOUND: "Check MODEL_NAME (and the revision or local path).",
+    Category.GATED_MODEL: "Set HF_TOKEN to a token with access to the model.",
+    Category.REMOTE_CODE: "Set TRUST_REMOTE_CODE=true if you trust the model's code.",
+    Category.NETWORK: "A restart may help once the hub is reachable.",
+    Category.CUDA_FAULT: "A restart on another host may help.",
+}
+_OTHER_FIX = "A restart may help; the attached output names what failed."
+
+
+def refinable(rule: Rule) -> bool:
+    """A verdict provenance may refine: generic structure calling it other, transient."""
+    return rule.kind == "structure" and rule.category is Category.OTHER and not rule.permanent
+
+
+def judged_by_origin(
+    provenance: Provenance,
+    origin: Origin | None,
+    evidence: Evidence | None,
+    hit: Hit | None = None,
+    captured: Mapping[str, str] | None = None,
+    redactor: Redactor = redact,
+) -> Diagnosis | None:
+    """The verdict where the exception was raised, or None when that says nothing."""
+    cls = _exception_class(hit, captured) or (origin.raised if origin is not None else "")
+    header = origin.header_class if origin is not None else ""
+    # Without the exception line, the innermost frame shown is where the paste stops; a
+    # ``raise`` code line under it shows it is where the exception was raised.
+    confirmed = hit is not None or bool(origin is not None and origin.raised)
+    where, category, own = "", None, False
+    for name in (cls, header):
+        if name and name in provenance.exceptions:
+            where, category = f"a {name}", provenance.exceptions[name]
+            break
+    if category is None and origin is not None and origin.path:
+        # Without the exception line only a function whose raise sites agree says enough.
+        category = provenance.of_frame(origin.path, origin.function, exact=not confirmed)
+        where = f"{origin.path} ({origin.function})"
+        own = origin.path.startswith(tuple(f"{p}/" for p in provenance.deterministic_in))
+    if category is None and hit is not None and (log := _LOG_FILE.search(hit.raw)):
+        category = provenance.of_log_file(log.group("file"))
+        where, own = f"vLLM's {log.group('file')}", "vllm" in provenance.deterministic_in
+    if category is None:
+        return None
+    permanent = category.permanent and (confirmed or bool(header))
+    deterministic = (cls or header) in provenance.deterministic
+    if deterministic and own and category not in (Category.CUDA_FAULT, Category.NETWORK):
+        permanent = True
+    if category is Category.OTHER and not permanent:
+        return None  # says no more than the verdict it would replace
+    detail = (captured or {}).get("detail", "").strip()
+    raised = f"{cls or header or 'An exception'} raised in {where}"
+    cause = f"{raised}: {detail}" if detail else f"{raised} (its message is not in the log)."
+    if permanent and deterministic and own:
+        cause += (
+            f" vLLM raises it there while building the engine ({category} checks), so a "
+            "restart on the same settings fails the same way."
+        )
+    return Diagnosis(
+        state=State.FAILED_PERMANENT if permanent else State.FAILED_TRANSIENT,
+        category=category,
+        rule=f"raised-in-{str(category).replace('_', '-')}",
+        evidence=evidence,
+        cause=" ".join(redactor(cause).split()),
+        fix=_FIX.get(category, _OTHER_FIX),
+    )
+
+
+def _exception_class(hit: Hit | None, captured: Mapping[str, str] | None) -> str:
+    if hit is None:
+        return ""
+    name = (captured or {}).get("exc") or ""
+    if not name:
+        found = _EXC.match(hit.text)
+        name = found.group("cls") if found else ""
+    return name.rsplit(".", 1)[-1]

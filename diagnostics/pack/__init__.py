@@ -2,7 +2,7 @@
 
 Owns: loading and caching the pack (``rules``, ``dbcache``), its values (``pack``),
 validation (``packcheck``), RE2 + Hyperscan matching (``matching``), ``transient_if``
-evidence (``evidence``).
+evidence and the provenance section (``evidence``).
 
 May import: ``diagnostics.model``. Imported by: ``diagnostics.classify``,
 ``diagnostics.scanning``, ``diagnostics.command``, and ``worker``.

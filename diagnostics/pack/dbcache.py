@@ -14,6 +14,14 @@ for another version or for CPU features this machine lacks. The folder is
 ``$XDG_CACHE_HOME/runpod-vllm-worker/hyperscan`` (``~/.cache`` when unset). When it
 cannot be created, read or written, nothing is cached and nothing fails: the
 database is compiled as before. ``DIAGNOSE_CACHE=off`` turns the cache off.
+
+The folder is shared by every install and every pack of the user (each pack makes
+about seven entries: its own prefilter and the block scan's databases), so it is
+pruned by last use, not by age: an entry read is marked used (its mtime, at most once
+an hour), and when more than ``_KEEP`` entries of a kind are stored the least recently
+used go. Pruning by write time removed the entries every run reads as soon as a few
+other packs (an edited pack, a test's) were written after them, and the next run
+compiled them again: seconds, with the catalogue of ``rules/85-catalogue.yaml``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import contextlib
 import hashlib
 import os
 import struct
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,7 +39,8 @@ import hyperscan
 
 _MAGIC = b"hsdbcache1\n"
 _HEADER = struct.Struct("<QI")  # payload length, CRC-32
-_KEEP = 16  # entries kept; older ones are removed when a new one is written
+_KEEP = 64  # entries of a kind kept; the least recently used go when a new one is written
+_TOUCH_AFTER = 3600.0  # seconds: an entry read is marked used when its mark is older
 
 
 def cache_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
@@ -76,9 +86,12 @@ def load_or_compile(
 
 
 def read_entry(path: Path) -> bytes | None:
-    """The payload stored at ``path``; None when missing, short, corrupt or foreign."""
+    """The payload stored at ``path``; None when missing, short, corrupt or foreign.
+    An entry read is marked used (see the module's docstring)."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as entry:
+            data = entry.read()
+            used = os.fstat(entry.fileno()).st_mtime
     except OSError:
         return None
     start = len(_MAGIC) + _HEADER.size
@@ -88,6 +101,9 @@ def read_entry(path: Path) -> bytes | None:
     payload = data[start:]
     if len(payload) != length or zlib.crc32(payload) != crc:
         return None
+    if time.time() - used > _TOUCH_AFTER:
+        with contextlib.suppress(OSError):  # a read-only cache is still read
+            os.utime(path)
     return payload
 
 
@@ -123,6 +139,7 @@ def write_entry(folder: Path, name: str, payload: bytes) -> None:
 
 
 def _prune(folder: Path, pattern: str) -> None:
+    """Keep the ``_KEEP`` most recently used entries matching ``pattern``."""
     try:
         entries = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in entries[_KEEP:]:

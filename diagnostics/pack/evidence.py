@@ -1,4 +1,5 @@
-"""Permanence judged on the numbers a message carries (a rule's ``transient_if``).
+"""Permanence judged on evidence: the numbers a message carries (a rule's
+``transient_if``), and where an exception was raised (the pack's provenance).
 
 The same words can mean a bad configuration or a bad host: "Free memory on device
 (F/T GiB) ... less than desired GPU memory utilization (U ...)" is the configuration
@@ -12,6 +13,16 @@ are converted to GiB so that sizes in different units compare. Only numbers, cap
 names, ``+ - * /``, comparisons, ``and``/``or``/``not`` and parentheses are allowed;
 a test whose numbers are missing or unreadable is false (the rule's own permanence
 stands).
+
+Provenance: provenance: where an exception was raised -> a category, as data.
+
+The pack's ``provenance:`` section (``rules/95-provenance.yaml``, written by
+``scripts/gen_provenance.py`` from the catalogue of raise sites) maps the innermost frame
+of vLLM, transformers, huggingface_hub or torch that a traceback shows (its file and
+function), or the file vLLM's log prefix names, to the category its catalogued raise
+sites carry; an exception class of those projects to the category of its raise sites;
+and names the exception types that are deterministic when vLLM's own code raises them
+while the engine is built (a restart on the same settings fails the same way).
 """
 
 from __future__ import annotations
@@ -19,8 +30,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
+
+from diagnostics.model import Category
 
 _KEYS = {"test", "cause", "fix"}
 _SIZE = re.compile(r"^\s*(-?[\d.]+)\s*([KMGT]?)(i?B)?\s*$")
@@ -145,3 +158,126 @@ def _evaluate(node: ast.AST, numbers: Mapping[str, float]) -> float | bool:
             left = right
         return True
     raise EvidenceError(f"{type(node).__name__} is not allowed")  # pragma: no cover
+
+
+# -- provenance ------------------------------------------------------------
+
+PROJECTS = ("vllm", "transformers", "huggingface_hub", "torch")
+_PROVENANCE_KEYS = {
+    "note",
+    "deterministic",
+    "deterministic_in",
+    "exceptions",
+    "functions",
+    "modules",
+    "packages",
+}
+_PROJECT_PATH = re.compile(r"(?:^|[/\\])((?:" + "|".join(PROJECTS) + r")[/\\][^\s\"']+\.py)$")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """The provenance section of a pack (empty when the pack has none)."""
+
+    deterministic: frozenset[str] = frozenset()
+    deterministic_in: frozenset[str] = frozenset()
+    exceptions: dict[str, Category] = field(default_factory=dict)
+    functions: dict[str, Category] = field(default_factory=dict)
+    modules: dict[str, Category] = field(default_factory=dict)
+    packages: dict[str, Category] = field(default_factory=dict)
+    basenames: dict[str, Category] = field(default_factory=dict)
+
+    def of_frame(self, path: str, function: str, *, exact: bool = False) -> Category | None:
+        """The category of a raise in ``function`` of ``path`` (a project-relative path:
+        ``vllm/worker/worker.py``): the function's, else (unless ``exact``) the module's,
+        else the nearest package's."""
+        found = self.functions.get(f"{path}:{function}")
+        if found is not None or exact:
+            return found
+        found = self.modules.get(path)
+        if found is not None:
+            return found
+        parts = path.split("/")[:-1]
+        while parts:
+            found = self.packages.get("/".join(parts) + "/")
+            if found is not None:
+                return found
+            parts.pop()
+        return None
+
+    def of_log_file(self, basename: str) -> Category | None:
+        """The category of vLLM's module named ``basename`` by its log prefix."""
+        return self.basenames.get(basename)
+
+
+def project_path(path: str) -> str | None:
+    """``.../site-packages/vllm/worker/worker.py`` -> ``vllm/worker/worker.py``; None for
+    a file outside the four projects."""
+    match = _PROJECT_PATH.search(path)
+    if match is None:
+        return None
+    rel = match.group(1).replace("\\", "/")
+    # The last project folder on the path (a checkout under /work/vllm/vllm/... too).
+    for project in PROJECTS:
+        at = rel.rfind(f"/{project}/")
+        if at > 0:
+            return rel[at + 1 :]
+    return rel
+
+
+def parse_provenance(raw: object, where: str) -> Provenance:
+    """Validate a ``provenance:`` section; raises ValueError naming the field."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: must be a mapping")
+    unknown = set(raw) - _PROVENANCE_KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}")
+    names = {}
+    for key in ("deterministic", "deterministic_in"):
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"{where}.{key}: must be a list of names")
+        names[key] = frozenset(value)
+    if not names["deterministic_in"] <= set(PROJECTS):
+        raise ValueError(f"{where}.deterministic_in: projects are {list(PROJECTS)}")
+    maps: dict[str, dict[str, Category]] = {}
+    for key in ("exceptions", "functions", "modules", "packages"):
+        value = raw.get(key, {})
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}.{key}: must map names to categories")
+        maps[key] = {}
+        for name, category in value.items():
+            try:
+                maps[key][str(name)] = Category(category)
+            except ValueError:
+                raise ValueError(
+                    f"{where}.{key}: {name!r}: {category!r} is not a category"
+                ) from None
+    shapes = (
+        ("functions", r"^[\w/.]+\.py:[\w.<>]+$"),
+        ("modules", r"^[\w/.]+\.py$"),
+        ("packages", r"^[\w/.]+/$"),
+    )
+    for key, pattern in shapes:
+        bad = [name for name in maps[key] if not re.match(pattern, name)]
+        if bad:
+            raise ValueError(f"{where}.{key}: {bad[0]!r} is not a project path")
+    return Provenance(
+        deterministic=names["deterministic"],
+        deterministic_in=names["deterministic_in"],
+        exceptions=maps["exceptions"],
+        functions=maps["functions"],
+        modules=maps["modules"],
+        packages=maps["packages"],
+        basenames=_unique_basenames(maps["modules"]),
+    )
+
+
+def _unique_basenames(modules: dict[str, Category]) -> dict[str, Category]:
+    """vLLM's modules by file name (its log prefix names only that), where one name is
+    one module."""
+    seen: dict[str, list[Category]] = {}
+    for path, category in modules.items():
+        if path.startswith("vllm/"):
+            seen.setdefault(path.rsplit("/", 1)[-1], []).append(category)
+    return {name: cats[0] for name, cats in seen.items() if len(cats) == 1}

@@ -4,12 +4,12 @@ database of all their patterns (loaded by :mod:`diagnostics.pack.rules`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import hyperscan
 
 from diagnostics.model import Category, State
-from diagnostics.pack.evidence import TransientIf
+from diagnostics.pack.evidence import Provenance, TransientIf
 from diagnostics.pack.matching import Regex, hyperscan_database
 
 # Progress markers: "stopping" marks a requested shutdown, after which generic
@@ -34,6 +34,25 @@ TRACEBACK_BODY = (
     r"^\s+raise [A-Za-z_][\w.]*(?:\(|$)",
     r"^\s+~*\^+[~^]*$",
 )
+# The lines that chain one traceback to the one before it: the exception above is the
+# origin of the one below (see diagnostics.classify.findings).
+CHAIN_MARKERS = (
+    r"^\s*The above exception was the direct cause of the following exception",
+    r"^\s*During handling of the above exception, another exception occurred",
+)
+# Lines whose message normalize() reshapes into an exception line (pydantic v1's
+# "msg (type=value_error)", vLLM 0.5's "Exception in worker X while processing method
+# m: msg") and IPython's header naming the exception's class: always read.
+RESHAPED = (
+    r"\(type=value_error(?:\.\w+)?\)\s*$",
+    r"Exception in worker \S+ while processing method \w+: ",
+)
+HEADER_CLASS = r"^\s*(?:[\w.]+\.)?[A-Z]\w*\s{2,}Traceback \(most recent call last\)"
+# What a rule's finding says about a failed start, strongest first: a specific cause;
+# generic structure (an exception family, judged by its frames or wording); a
+# consequence or wrapper printed after the cause (Killed, engine core failed, a worker
+# died); a shape only (the log ends in a traceback). See docs/diagnostics.md.
+KINDS = ("cause", "structure", "consequence", "shape")
 
 
 class RulePackError(Exception):
@@ -56,6 +75,8 @@ class Rule:
     defaults: Mapping[str, str] = field(default_factory=dict)
     generic: bool = False
     transient_if: TransientIf | None = None
+    kind: str = "cause"
+    rank: int = 0  # the selection order of its findings (RulePack sets it; lower wins)
 
 
 @dataclass(frozen=True)
@@ -69,7 +90,9 @@ class Phase:
 class Pattern:
     """One entry of the Hyperscan database and what it stands for."""
 
-    kind: str  # "rule" | "phase" | "traceback" | "traceback_body" | "frame" | "after"
+    # "rule" | "phase" | "frame" | "after" | "traceback" | "traceback_body" | "chain" |
+    # "reshaped" | "header_class"
+    kind: str
     owner: int  # index into rules / phases; unused for "traceback"
     regex: Regex
 
@@ -77,8 +100,15 @@ class Pattern:
 class RulePack:
     """Validated rules and phase markers, plus the compiled prefilter."""
 
-    def __init__(self, rules: list[Rule], phases: list[Phase], files: list[str]):
-        self.rules = rules
+    def __init__(
+        self,
+        rules: list[Rule],
+        phases: list[Phase],
+        files: list[str],
+        provenance: Provenance | None = None,
+    ):
+        self.rules = rules = _ranked(rules)
+        self.provenance = provenance or Provenance()
         self.phases = phases
         self.files = files
         self.patterns: list[Pattern] = []
@@ -91,6 +121,9 @@ class RulePack:
         self.patterns.append(Pattern("traceback", -1, Regex(TRACEBACK_START)))
         # Owner past every rule: only needed while no failure matched.
         self.patterns += [Pattern("traceback_body", len(rules), Regex(rx)) for rx in TRACEBACK_BODY]
+        self.patterns += [Pattern("chain", len(rules), Regex(rx)) for rx in CHAIN_MARKERS]
+        self.patterns += [Pattern("reshaped", len(rules), Regex(rx)) for rx in RESHAPED]
+        self.patterns.append(Pattern("header_class", len(rules), Regex(HEADER_CLASS)))
         try:
             # Which patterns hit a line, once each (the classifier). Blocks are scanned
             # with databases derived from the same patterns (diagnostics.scanning.fastpath).
@@ -126,6 +159,27 @@ class RulePack:
             if rule.id == rule_id:
                 return rule
         raise KeyError(rule_id)
+
+
+def tier(rule: Rule) -> int:
+    """The selection tier of a rule's findings (lower wins): among specific causes,
+    memory first (it keeps precedence over what it causes), then device faults (a GPU
+    fault printed in the failed start keeps it transient), then every other cause; then
+    generic structure, consequences and shapes."""
+    if rule.kind == "cause":
+        if rule.category in (Category.OOM, Category.KV_CACHE):
+            return 0
+        return 1 if rule.category is Category.CUDA_FAULT else 2
+    return 2 + KINDS.index(rule.kind)
+
+
+def _ranked(rules: list[Rule]) -> list[Rule]:
+    """The rules with their rank: by tier; inside the memory, fault, structure and
+    consequence tiers by pack order; every other specific cause shares one rank (the
+    earliest finding wins, see diagnostics.classify.findings)."""
+    keys = [(tier(r), 0 if tier(r) == 2 else r.priority) for r in rules]
+    order = {key: n for n, key in enumerate(sorted(set(keys)))}
+    return [replace(r, rank=order[key]) for r, key in zip(rules, keys, strict=True)]
 
 
 def _compile(patterns: list[Pattern], single_match: bool = False) -> hyperscan.Database:

@@ -8,9 +8,9 @@ import string
 from functools import lru_cache
 
 from diagnostics.model import Category
-from diagnostics.pack.evidence import parse_transient_if
+from diagnostics.pack.evidence import Provenance, parse_provenance, parse_transient_if
 from diagnostics.pack.matching import Regex, RegexError
-from diagnostics.pack.pack import PHASES, Phase, Rule, RulePack, RulePackError
+from diagnostics.pack.pack import KINDS, PHASES, Phase, Rule, RulePack, RulePackError
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _RULE_KEYS = {
@@ -25,11 +25,12 @@ _RULE_KEYS = {
     "generic",
     "note",
     "transient_if",
+    "kind",
 }
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
 _WHEN_KEYS = {"traceback_through", "after", "before_ready"}
 _PHASE_KEYS = {"phase", "patterns", "note"}
-_FILE_KEYS = {"rules", "phases"}
+_FILE_KEYS = {"rules", "phases", "provenance"}
 
 
 def _parse(file_name: str, data: bytes) -> object:
@@ -51,6 +52,7 @@ def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> Ru
     rules: list[Rule] = []
     phases: list[Phase] = []
     seen: dict[str, str] = {}
+    provenance: Provenance | None = None
     for file_name, doc in docs:
         if doc is None:
             continue
@@ -61,6 +63,13 @@ def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> Ru
         unknown = set(doc) - _FILE_KEYS
         if unknown:
             raise RulePackError(f"{file_name}: unknown top-level key(s) {sorted(unknown)}")
+        if "provenance" in doc:
+            if provenance is not None:
+                raise RulePackError(f"{file_name}: provenance: a second provenance section")
+            try:
+                provenance = parse_provenance(doc["provenance"], "provenance")
+            except ValueError as exc:
+                raise RulePackError(f"{file_name}: {exc}") from None
         for index, raw in enumerate(_as_list(doc.get("phases", []), file_name, "phases")):
             phases.append(_phase(raw, file_name, index, trusted))
         for index, raw in enumerate(_as_list(doc.get("rules", []), file_name, "rules")):
@@ -74,7 +83,7 @@ def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> Ru
             rules.append(rule)
     if not rules:
         raise RulePackError(f"{root}: the pack defines no rules")
-    return RulePack(rules, phases, [file_name for file_name, _ in docs])
+    return RulePack(rules, phases, [file_name for file_name, _ in docs], provenance)
 
 
 def _as_list(value: object, file: str, key: str) -> list:
@@ -174,7 +183,9 @@ def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = Fal
     permanent = raw["permanent"]
     if not isinstance(permanent, bool):
         raise RulePackError(f"{where}: field permanent: must be true or false")
-    if permanent != category.permanent:
+    # Category other has no fixed permanence: it follows the image (a package missing
+    # from it fails every restart the same way) or the host (docs/diagnostics.md).
+    if permanent != category.permanent and category is not Category.OTHER:
         raise RulePackError(
             f"{where}: field permanent: category {category} is "
             f"{'permanent' if category.permanent else 'transient'}, so permanent must be "
@@ -199,6 +210,9 @@ def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = Fal
     generic = raw.get("generic", False)
     if not isinstance(generic, bool):
         raise RulePackError(f"{where}: field generic: must be true or false")
+    kind = raw.get("kind", "cause")
+    if kind not in KINDS:
+        raise RulePackError(f"{where}: field kind: {kind!r} is not one of {list(KINDS)}")
     if not trusted:  # templates read the captures, which would compile every pattern
         for key in ("cause", "fix"):
             _check_template(raw[key], patterns, defaults, where, key)
@@ -228,6 +242,7 @@ def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = Fal
         defaults=dict(defaults),
         generic=generic,
         transient_if=transient_if,
+        kind=kind,
     )
 
 

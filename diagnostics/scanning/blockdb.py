@@ -95,20 +95,23 @@ def scanner(pack: RulePack) -> Scanner:
 
 
 # What can still change a verdict: None while no failure matched (everything can),
-# else the best rule's priority and whether vLLM is in the ready phase.
+# else the best rule's rank and whether vLLM is in the ready phase.
 Standing = tuple[int, bool] | None
 
 
 @lru_cache(maxsize=64)
 def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[int]:
-    """The pattern indexes that can still change a verdict whose best rule has
-    priority ``best``: a ready marker (it clears the verdict), a better rule, the
-    traceback header and frames a better rule needs, the stopping marker when a better
-    rule is generic (the marker makes the classifier ignore generic rules), and, in
-    the ready phase (``ready``), the markers that end it when a better rule counts only
-    before ready."""
-    better = [rule for rule in pack.rules if rule.priority < best]
+    """The pattern indexes that can still change a verdict whose best rule has rank
+    ``best`` (a later finding of the same rank never wins: the earliest does): a ready
+    marker (it clears the verdict), a rule of a better rank, the traceback header and
+    frames a better rule needs, the frame lines and chain markers while a better rule is
+    generic structure (its verdict reads where the exception was raised), the stopping
+    marker when a better rule is generic (the marker makes the classifier ignore generic
+    rules), and, in the ready phase (``ready``), the markers that end it when a better
+    rule counts only before ready."""
+    better = [rule for rule in pack.rules if rule.rank < best]
     traceback_rules = any(rule.traceback_through for rule in better)
+    structure = any(rule.kind == "structure" for rule in better)
     generic = any(rule.generic for rule in better)
     leaves_ready = ready and any(rule.before_ready for rule in better)
     found = set()
@@ -117,9 +120,13 @@ def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[in
             phase = pack.phases[pattern.owner].phase
             keep = generic if phase == "stopping" else phase == "ready" or leaves_ready
         elif pattern.kind == "traceback":
-            keep = traceback_rules
-        else:  # rule, frame, after, traceback_body: owned by a rule (or past them all)
-            keep = pattern.owner < best
+            keep = traceback_rules or structure
+        elif pattern.kind in ("traceback_body", "chain"):
+            keep = structure
+        elif pattern.kind in ("reshaped", "header_class"):
+            keep = bool(better)  # read as an exception line: any rule may match it
+        else:  # rule, frame, after: owned by a rule
+            keep = pack.rules[pattern.owner].rank < best
         if keep:
             found.add(index)
     return frozenset(found)

@@ -141,7 +141,7 @@ def classify_blocks(
 
 def _standing(classifier: Classifier) -> Standing:
     rule = classifier.best_rule
-    return None if rule is None else (rule.priority, classifier.phase is State.READY)
+    return None if rule is None else (rule.rank, classifier.phase is State.READY)
 
 
 def _hits(block: bytes, scan: Scanner) -> list[tuple[int, frozenset[int] | None]]:

@@ -478,7 +478,7 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             "ValueError: Ray is not installed. Please install Ray to use distributed serving.",
         ],
         "other",
-        False,
+        True,  # a package the image lacks: every restart fails the same way
     ),
     (
         [
@@ -524,7 +524,9 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             "    self._init_cache()",
             '  File "/usr/lib/python3.10/site-packages/vllm/engine/llm_engine.py", line 200, in _init_cache',
         ],
-        "other",
+        # Judged by the innermost frame (every catalogued raise site of _init_cache is a
+        # KV-cache one); transient: where a paste stops need not be where it was raised.
+        "kv_cache",
         False,
     ),
     (

@@ -1,0 +1,143 @@
+"""How a verdict is chosen (docs/diagnostics.md): the root cause, not the rule first in
+the pack. Built combinations: each specific cause followed and preceded by each
+consequence marker, in one process and interleaved across ranks, through both paths
+(the worker's line path and the file path of ``diagnose``)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from diagnostics import classify_lines
+from diagnostics.model import State
+from diagnostics.pack.rules import load_pack
+from diagnostics.scanning.scan import classify_stream
+
+PACK = load_pack()
+FRAMES = [
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 80, in __init__',
+    "    self.model_executor = executor_class(vllm_config)",
+]
+# Specific causes, one per family (the exception line ends a traceback).
+CAUSES = {
+    "oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+    "a total capacity of 79.10 GiB of which 1.00 GiB is free. Including non-PyTorch memory, "
+    "this process has 78.00 GiB memory in use.",
+    "kv_cache": "ValueError: No available memory for the cache blocks. Try increasing "
+    "`gpu_memory_utilization` when initializing the engine.",
+    "gated_model": "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access "
+    "gated repo for url https://huggingface.co/org/model/resolve/main/config.json.",
+    "model_not_found": "OSError: org/nope is not a local folder and is not a valid model "
+    "identifier listed on 'https://huggingface.co/models'",
+    "model_requirement": "ValueError: Model architectures ['FrobForCausalLM'] are not "
+    "supported for now.",
+    "compiler": "RuntimeError: Failed to find C compiler. Please specify via CC environment "
+    "variable.",
+    "cuda_fault": "RuntimeError: CUDA error: an illegal memory access was encountered",
+}
+# What a failed start prints after its cause (or, across processes, before it).
+CONSEQUENCES = {
+    "killed": ["Killed"],
+    "engine-core": [
+        "RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {}"
+    ],
+    "worker-died": [
+        "ERROR 01-01 00:00:00 [multiproc_executor.py:150] Worker proc VllmWorker-1 died "
+        "unexpectedly, shutting down executor."
+    ],
+    "broken-pipe": ["BrokenPipeError: [Errno 32] Broken pipe"],
+    "fatal-signal": ["*** SIGSEGV received at time=1700000000 on cpu 3 ***"],
+    "unknown-exception": ["RuntimeError: something nobody catalogued went wrong"],
+    "ends-in-traceback": FRAMES,
+}
+PREFIXES = {
+    "one-process": ("", ""),
+    "ranks": ("(VllmWorker rank=1 pid=4711) ", "[rank0]: "),
+    "engine-core": ("(EngineCore pid=812) ", "(VllmWorker rank=0 pid=4710) "),
+}
+
+
+def _alone(cause: str) -> str:
+    rule = classify_lines([*FRAMES, cause]).rule
+    assert rule is not None
+    return rule
+
+
+def _both_paths(lines: list[str]):
+    by_lines = classify_lines(lines, PACK)
+    by_file = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert by_file == by_lines
+    return by_lines
+
+
+@pytest.mark.parametrize("layout", PREFIXES)
+@pytest.mark.parametrize("consequence", CONSEQUENCES)
+@pytest.mark.parametrize("cause", CAUSES)
+@pytest.mark.parametrize("order", ["cause-first", "consequence-first"])
+def test_the_cause_wins_over_its_consequences(cause, consequence, layout, order):
+    mine, theirs = PREFIXES[layout]
+    cause_lines = [mine + line for line in [*FRAMES, CAUSES[cause]]]
+    after = [theirs + line for line in CONSEQUENCES[consequence]]
+    lines = cause_lines + after if order == "cause-first" else after + cause_lines
+    diagnosis = _both_paths(lines)
+    assert diagnosis.rule == _alone(CAUSES[cause])
+    assert diagnosis.evidence is not None
+    assert CAUSES[cause][:40] in diagnosis.evidence.text
+
+
+@pytest.mark.parametrize("cause", [c for c in CAUSES if c not in ("oom", "kv_cache", "cuda_fault")])
+def test_a_device_fault_in_the_failed_start_keeps_it_transient(cause):
+    lines = [*FRAMES, CAUSES[cause], "[rank1]: " + CAUSES["cuda_fault"]]
+    diagnosis = _both_paths(lines)
+    assert diagnosis.state is State.FAILED_TRANSIENT
+    assert str(diagnosis.category) == "cuda_fault"
+
+
+@pytest.mark.parametrize("cause", [c for c in CAUSES if c not in ("oom", "kv_cache")])
+def test_memory_keeps_precedence_over_what_it_causes(cause):
+    """Another rank prints what the out-of-memory caused before the memory error."""
+    lines = ["[rank1]: " + CAUSES[cause], *("[rank0]: " + x for x in [*FRAMES, CAUSES["oom"]])]
+    assert str(_both_paths(lines).category) == "oom"
+
+
+def test_among_specific_causes_the_chain_origin_wins():
+    """The origin is printed first; the exception raised from it comes after."""
+    origin, wrapper = CAUSES["model_requirement"], CAUSES["model_not_found"]
+    lines = [
+        *FRAMES,
+        origin,
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        *FRAMES,
+        wrapper,
+    ]
+    assert _both_paths(lines).rule == _alone(origin)
+
+
+def test_a_specific_cause_beats_generic_structure_printed_before_it():
+    lines = [
+        *FRAMES,
+        "RuntimeError: something nobody catalogued went wrong",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        *FRAMES,
+        CAUSES["gated_model"],
+    ]
+    assert _both_paths(lines).rule == "gated-repo"
+
+
+def test_generic_structure_beats_a_consequence_printed_before_it():
+    lines = ["Killed", *FRAMES, "ModuleNotFoundError: No module named 'flash_attn'"]
+    assert _both_paths(lines).rule == "broken-environment"
+
+
+def test_every_rule_has_a_kind_and_causes_share_a_rank():
+    kinds = {rule.kind for rule in PACK.rules}
+    assert kinds <= {"cause", "structure", "consequence", "shape"}
+    causes = {r.rank for r in PACK.rules if r.kind == "cause" and r.category.permanent}
+    assert len(causes - {r.rank for r in PACK.rules if str(r.category) in ("oom", "kv_cache")}) == 1

@@ -1,0 +1,178 @@
+"""Judged by provenance (docs/diagnostics.md): the generated data is current, its schema
+is checked on load, and an exception no specific rule names is judged by where it was
+raised and by its type."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnostics import classify_lines
+from diagnostics.model import State
+from diagnostics.pack.evidence import parse_provenance, project_path
+from diagnostics.pack.rules import RulePackError, load_pack
+
+ROOT = Path(__file__).resolve().parents[3]
+RULES = ROOT / "rules"
+# Mechanism tests use their own data, so that they hold whatever the catalogue says.
+DATA = """\
+provenance:
+  deterministic: [AssertionError, KeyError, NotImplementedError, TypeError, ValueError]
+  deterministic_in: [vllm]
+  exceptions: {LocalEntryNotFoundError: network}
+  functions: {"vllm/worker/worker.py:_check_if_gpu_supports_dtype": model_requirement}
+  modules: {"vllm/v1/core/kv_cache_utils.py": kv_cache, "vllm/worker/worker.py": other}
+  packages: {"vllm/model_executor/layers/quantization/": model_requirement,
+             "transformers/": other}
+"""
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("rules")
+    for file in RULES.glob("*.yaml"):
+        if "provenance" not in file.name:
+            shutil.copy(file, folder / file.name)
+    (folder / "95-provenance.yaml").write_text(DATA)
+    return load_pack(folder)
+
+
+def frame(path: str, function: str, line: int = 10) -> str:
+    return f'  File "/usr/local/lib/python3.10/dist-packages/{path}", line {line}, in {function}'
+
+
+def test_the_committed_data_is_current():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_provenance.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_shipped_pack_loads_it():
+    assert load_pack().provenance.deterministic >= {"ValueError", "TypeError"}
+
+
+@pytest.mark.parametrize(
+    ("section", "error"),
+    [
+        ({"modules": {"vllm/x.py": "nonsense"}}, "not a category"),
+        ({"colour": []}, "unknown field"),
+        ({"deterministic_in": ["numpy"]}, "projects are"),
+        ({"packages": {"vllm/x.py": "other"}}, "not a project path"),
+    ],
+)
+def test_a_broken_section_is_refused(section, error, tmp_path):
+    with pytest.raises(ValueError, match=error):
+        parse_provenance(section, "provenance")
+    shutil.copy(RULES / "90-generic.yaml", tmp_path / "90-generic.yaml")
+    import yaml
+
+    (tmp_path / "95-provenance.yaml").write_text(yaml.safe_dump({"provenance": section}))
+    with pytest.raises(RulePackError, match=r"95-provenance\.yaml"):
+        load_pack(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/usr/lib/python3/dist-packages/vllm/worker/worker.py", "vllm/worker/worker.py"),
+        ("~/env/lib/python3.8/site-packages/vllm/entrypoints/llm.py", "vllm/entrypoints/llm.py"),
+        ("/home/me/src/vllm/vllm/config.py", "vllm/config.py"),
+        ("/app/main.py", None),
+    ],
+)
+def test_a_frame_path_is_read_relative_to_its_project(path, expected):
+    assert project_path(path) == expected
+
+
+def test_an_unknown_value_error_raised_by_vllm_is_permanent_with_its_category(pack):
+    lines = [
+        "Traceback (most recent call last):",
+        frame("vllm/model_executor/layers/quantization/frobq.py", "get_quant_method"),
+        "    raise ValueError(",
+        "ValueError: frob-4 kernels need group_size 64, got 96",
+    ]
+    diagnosis = classify_lines(lines, pack)
+    assert (str(diagnosis.category), diagnosis.state) == (
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    )
+    assert "group_size 64, got 96" in (diagnosis.cause or "")
+    # The same line without the frames says nothing about where: other, a restart.
+    bare = classify_lines(lines[-1:], pack)
+    assert (str(bare.category), bare.state) == ("other", State.FAILED_TRANSIENT)
+
+
+def test_a_runtime_error_keeps_the_permanence_of_its_category(pack):
+    lines = [
+        "Traceback (most recent call last):",
+        frame("vllm/worker/worker.py", "init_device"),
+        "RuntimeError: something odd happened",
+    ]
+    diagnosis = classify_lines(lines, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("other", State.FAILED_TRANSIENT)
+
+
+def test_an_error_outside_vllm_is_not_deterministic(pack):
+    lines = [
+        "Traceback (most recent call last):",
+        frame("transformers/modeling_utils.py", "from_pretrained"),
+        "ValueError: something in transformers",
+    ]
+    assert classify_lines(lines, pack).state is State.FAILED_TRANSIENT
+
+
+@pytest.mark.parametrize(
+    "prefix", ["", "(EngineCore pid=3) ", "2024-01-01 10:00:00 | ERROR | stderr | "]
+)
+@pytest.mark.parametrize("raise_line", [False, True], ids=["stops-at-frame", "raise-shown"])
+def test_a_traceback_cut_before_its_message_is_judged_by_its_innermost_frame(
+    pack, prefix, raise_line
+):
+    lines = [
+        "Traceback (most recent call last):",
+        frame("vllm/engine/llm_engine.py", "_init_workers"),
+        frame("vllm/worker/worker.py", "init_model"),
+        "    _check_if_gpu_supports_dtype(self.model_config.dtype)",
+        frame("vllm/worker/worker.py", "_check_if_gpu_supports_dtype"),
+    ]
+    if raise_line:
+        if "pid=" in prefix:
+            pytest.skip("a process prefix takes the code line's indent with it")
+        lines.append("    raise ValueError(")
+    diagnosis = classify_lines([prefix + line for line in lines], pack)
+    assert str(diagnosis.category) == "model_requirement"
+    # Where the paste stops is not known to be where it was raised: transient, unless
+    # the raise line shows it (a ValueError raised by vLLM: permanent).
+    assert diagnosis.permanent is raise_line
+
+
+def test_a_frame_cut_at_a_terminal_width_still_names_its_module(pack):
+    first = '  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/core/kv_cache_utils.py", line 7'
+    first += "58, in _chec"[: 120 - len(first)]
+    lines = [
+        "Traceback (most recent call last):",
+        first.ljust(120)[:120],
+        "k_enough_kv_cache_memory",
+    ]
+    lines += [
+        "ValueError: To serve at least one request with the model's max seq len (100000), (4.2"
+    ]
+    assert str(classify_lines(lines, pack).category) == "kv_cache"
+
+
+def test_an_ipython_header_is_judged_by_its_class(pack):
+    lines = [
+        "LocalEntryNotFoundError                   Traceback (most recent call last)",
+        "Cell In[3], line 1",
+        "----> 1 llm = LLM(model='org/model')",
+        "File ~/env/lib/python3.8/site-packages/vllm/entrypoints/llm.py:62, in LLM.__init__(self)",
+    ]
+    diagnosis = classify_lines(lines, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)

@@ -1,0 +1,173 @@
+"""Category boundaries as principles (docs/diagnostics.md, "Category boundaries"), each
+tested with built wordings: lines written for the test in the shapes the sources raise,
+not copies of corpus lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnostics import classify_lines
+from diagnostics.model import State
+
+TB = [
+    "Traceback (most recent call last):",
+    '  File "/opt/venv/lib/python3.12/site-packages/vllm/engine/llm_engine.py", line 9, in x',
+]
+MODEL_CODE = '  File "/opt/venv/lib/python3.12/site-packages/vllm/model_executor/models/llama.py", line 210, in __init__'
+
+
+def verdict(*lines: str):
+    return classify_lines([*TB, *lines])
+
+
+# 1. A value the user chose that vLLM rejects is bad_config, even deep in model code.
+CHOSEN_VALUE = [
+    "ValueError: rope_type='yarnish' is not supported for LlamaAttention; expected one of "
+    "['linear', 'dynamic', 'yarn']",
+    "ValueError: kv_cache_dtype='fp4' must be one of ['auto', 'fp8', 'fp8_e5m2']",
+    "ValueError: load_format 'pt' is not supported by the gguf quantization.",
+    "NotImplementedError: Unknown load format: tensorizerx",
+    "ValueError: Unsupported attention backend FLASHY; valid values are FLASH_ATTN, XFORMERS",
+]
+
+
+@pytest.mark.parametrize("line", CHOSEN_VALUE)
+@pytest.mark.parametrize("deep", [False, True], ids=["engine", "model-code"])
+def test_a_chosen_value_vllm_rejects_is_bad_config(line, deep):
+    diagnosis = verdict(*([MODEL_CODE] if deep else []), line)
+    assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
+
+
+# 2. CUDA out of memory in every wording is oom; any other CUDA/HIP error is cuda_fault.
+OUT_OF_MEMORY = [
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a "
+    "total capacity of 23.60 GiB of which 100.00 MiB is free.",
+    "RuntimeError: CUDA error: out of memory",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+    "RuntimeError: HIP out of memory. Tried to allocate 1.00 GiB",
+    "Cuda failure 2 'out of memory'",
+    "RuntimeError: hipErrorOutOfMemory",
+]
+OTHER_CUDA = [
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "RuntimeError: CUDA error: device-side assert triggered",
+    "Cuda error: misaligned address",
+    "  what():  CUDA error: unspecified launch failure",
+    "RuntimeError: HIP error: invalid device function",
+    "RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx`",
+    "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+]
+
+
+@pytest.mark.parametrize("line", OUT_OF_MEMORY)
+@pytest.mark.parametrize("where", ["load", "repacking", "graph-capture"])
+def test_out_of_memory_in_every_wording_is_oom(line, where):
+    before = {
+        "load": [],
+        "repacking": [
+            '  File "/x/vllm/model_executor/layers/quantization/gptq_marlin.py", '
+            "line 300, in process_weights_after_loading"
+        ],
+        "graph-capture": ["INFO 01-01 00:00:00 [gpu_model_runner.py:1] Capturing CUDA graphs"],
+    }[where]
+    assert str(verdict(*before, line).category) == "oom"
+
+
+@pytest.mark.parametrize("line", OTHER_CUDA)
+@pytest.mark.parametrize("traceback", [True, False], ids=["python", "c++-alone"])
+def test_any_other_cuda_error_is_a_transient_fault(line, traceback):
+    diagnosis = verdict(line) if traceback else classify_lines([line])
+    assert (str(diagnosis.category), diagnosis.state) == ("cuda_fault", State.FAILED_TRANSIENT)
+
+
+# 3. Permanence follows the image: what a restart on the same image cannot change.
+IMAGE = [
+    "ModuleNotFoundError: No module named 'flash_attn'",
+    "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory",
+    "ImportError: /opt/venv/lib/python3.12/site-packages/vllm/_C.abi3.so: undefined symbol: "
+    "_ZN3c104cuda9SetDeviceEi",
+    "ImportError: /lib64/libc.so.6: version `GLIBC_2.34' not found (required by x.so)",
+    "RuntimeError: The detected CUDA version (12.8) mismatches the version that was used to "
+    "compile PyTorch (11.8). Please make sure to use the same CUDA versions.",
+    "RuntimeError: Failed to find C compiler. Please specify via CC environment variable.",
+    "RuntimeError: Ninja is required to load C++ extensions",
+    "torch._inductor.exc.InvalidCxxCompiler: No working C++ compiler found in "
+    "torch._inductor.config.cpp.cxx: (None, 'g++')",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'nvcc'",
+    "ImportError: Please install vllm[fastsafetensors] for fastsafetensors support.",
+]
+HOST = [
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_fault"),
+    (
+        "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', "
+        "port=443): Max retries exceeded with url: /api/models/x/y",
+        "network",
+    ),
+    ("Killed", "other"),
+    (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 80.00 GiB of which 1.00 GiB is free. Including non-PyTorch memory, "
+        "this process has 4.00 GiB memory in use.",
+        "oom",
+    ),
+]
+
+
+@pytest.mark.parametrize("line", IMAGE)
+def test_what_the_image_lacks_is_permanent(line):
+    diagnosis = verdict(line)
+    assert diagnosis.state is State.FAILED_PERMANENT, diagnosis
+    assert diagnosis.fix
+
+
+@pytest.mark.parametrize(("line", "category"), HOST)
+def test_what_another_host_or_minute_can_change_is_transient(line, category):
+    diagnosis = verdict(line) if line != "Killed" else classify_lines([line])
+    assert (str(diagnosis.category), diagnosis.state) == (category, State.FAILED_TRANSIENT)
+
+
+# 4. A hub HTTP status is judged by its code, in any wording.
+URL = "https://huggingface.co/org/model/resolve/main/config.json"
+STATUS = [
+    (
+        f"requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: {URL}",
+        "gated_model",
+    ),
+    ("huggingface_hub.errors.HfHubHTTPError: 401 Client Error", "gated_model"),
+    ("urllib.error.HTTPError: HTTP Error 403: Forbidden", "gated_model"),
+    ("OSError: 403 Forbidden", "gated_model"),
+    (
+        f"requests.exceptions.HTTPError: 404 Client Error: Not Found for url: {URL}",
+        "model_not_found",
+    ),
+    ("huggingface_hub.errors.HfHubHTTPError: 404 Client Error", "model_not_found"),
+    (
+        "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found "
+        f"for url: {URL}",
+        "model_not_found",
+    ),
+    ("huggingface_hub.errors.HfHubHTTPError: 429 Too Many Requests", "network"),
+    (
+        f"requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: {URL}",
+        "network",
+    ),
+    ("urllib.error.HTTPError: HTTP Error 502: Bad Gateway", "network"),
+    (
+        f"requests.exceptions.HTTPError: 500 Server Error: Internal Server Error for url: {URL}",
+        "network",
+    ),
+    # A folder named as a model that does not exist locally: tried as a repo id.
+    (
+        "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+        "'namespace/repo_name': '/models/llama-3-8b'. Use `repo_type` argument if needed.",
+        "model_not_found",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "category"), STATUS)
+def test_a_hub_status_is_judged_by_its_code(line, category):
+    diagnosis = verdict(line)
+    assert str(diagnosis.category) == category
+    assert diagnosis.permanent is (category != "network")
