@@ -17,7 +17,7 @@ pytestmark = pytest.mark.vllm  # imports vLLM (~10 s each): with the real-vLLM t
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "snapshot_vllm_flags.py"
-SNAPSHOT = ROOT / "worker" / "vllm_flags.json"
+SNAPSHOT = ROOT / "worker" / "config" / "vllm_flags.json"
 RESNAPSHOT = ".venv-vllm/bin/python scripts/snapshot_vllm_flags.py"
 
 # Parses argv (JSON on stdin) the way `vllm serve` does and prints the namespace.
