@@ -40,7 +40,8 @@ RUN pkg="$(/opt/worker/bin/python -c 'import os, worker; print(os.path.dirname(w
     && rm -rf /tmp/snapshot
 # The rule pack's compiled Hyperscan databases, cached where the worker and `diagnose` look
 # for them at run time (~/.cache/runpod-vllm-worker): the classifier's (load_pack) and the
-# whole-log fast path's (one diagnose run); a cold start reads them instead of compiling
+# whole-log fast path's and the message catalogue's index (one diagnose run of an
+# unknown exception); a cold start reads them instead of compiling
 # them (seconds on 2 CPUs). A host whose CPU cannot run them compiles its own
 # (diagnostics/pack/dbcache.py). diagnose exits 1 for the failed start it is given.
 RUN /opt/worker/bin/python -c 'from diagnostics.pack.rules import load_pack; load_pack()' \

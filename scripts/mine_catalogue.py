@@ -406,9 +406,31 @@ def runtime_entries(rows: list[dict]) -> dict[tuple[str, str], dict]:
     return entries
 
 
+def reassign(data: dict) -> int:
+    """``--reassign``: apply assign.yaml again to the catalogued messages (without the
+    releases' sources: a message no row catalogued before stays out)."""
+    path = OUT / "catalogue-full.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    mined = {(r["project"], r["template"]): r for r in rows if r["assigned_by"] != "runtime"}
+    keep = ("template", "project", "exception", "file", "function", "first_version")
+    entries = {k: {f: r[f] for f in (*keep, "last_version") if f in r} for k, r in mined.items()}
+    catalogue = assign(entries, data["assign"], data.get("modules"))
+    catalogue += sorted(
+        runtime_entries(data.get("runtime", [])).values(),
+        key=lambda e: (e["project"], e["template"]),
+    )
+    with path.open("w", encoding="utf-8") as handle:
+        for item in catalogue:
+            handle.write(json.dumps(item, ensure_ascii=False, sort_keys=True) + "\n")
+    print(f"{len(catalogue)} catalogued", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    src = Path(argv[0]) if argv else Path("/tmp/catmine/src")
     data = yaml.safe_load((OUT / "assign.yaml").read_text(encoding="utf-8"))
+    if argv[:1] == ["--reassign"]:
+        return reassign(data)
+    src = Path(argv[0]) if argv else Path("/tmp/catmine/src")
     entries = mine(src, src.parent / "messages.pickle")
     # Messages printed by native binaries the miner does not read, copied by hand.
     for item in data.get("manual", []):

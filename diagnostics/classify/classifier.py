@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from diagnostics.classify.findings import MAX_STORED_LINE, Findings, stored
-from diagnostics.classify.normalize import clean_raw, normalize, wrapped_at_width
+from diagnostics.classify.normalize import clean_raw, continuation, normalize, wrapped_at_width
 from diagnostics.classify.progress import Progress
 from diagnostics.classify.verdict import (
     ends_in_traceback,
@@ -124,8 +124,8 @@ class Classifier:
         """Match a message hard-wrapped at a terminal's width, its parts joined. The
         continuation is appended as printed: a terminal cuts mid-word and mid-number.
         Phase markers count too (a shutdown or ready line cut at the width)."""
-        continuation = clean_raw(line)
-        clean, text = (wrapped.clean + continuation).rstrip(), wrapped.text + continuation
+        rest = continuation(clean_raw(line), wrapped.clean)
+        clean, text = (wrapped.clean + rest).rstrip(), wrapped.text + rest
         patterns = self.pack.patterns
         changed = None
         for index in sorted(_hit_ids(self.pack, text)):
@@ -137,7 +137,7 @@ class Classifier:
             elif pattern.kind == "phase" and (found := pattern.regex.search(text)):
                 # Only a marker the cut split: one either part shows was entered already
                 # (entering ready again would drop a failure on the next line).
-                if pattern.regex.search(wrapped.text) or pattern.regex.search(continuation):
+                if pattern.regex.search(wrapped.text) or pattern.regex.search(rest):
                     continue
                 changed = self._phase_marker(pattern, found.groupdict()) or changed
             elif pattern.kind == "rule" and pattern.regex.search(text):

@@ -93,12 +93,34 @@ def normalize(line: str) -> str:
 WRAP_WIDTHS = frozenset({80, 100, 120, 160})
 
 
+# What a process puts before each line it prints, also before the continuation of a line
+# it wrapped: vLLM's (EngineCore_DP0 pid=12), torch's [rank0]:, compose's "svc  | ",
+# kubectl's [pod/name/container].
+_PROCESS_PREFIX = re.compile(
+    r"^(?:\((?:[\w:.\-]+(?: [\w=.:\-]+)* )?pid=\d+(?:, ip=[\w.:\-]+)?\) ?"
+    r"|\[rank\d+\]: ?|[\w.\-]{1,64}(?:-\d+)?\s+\| |\[pod/[\w.\-]+/[\w.\-]+\] )"
+)
+
+
 def wrapped_at_width(line: str) -> bool:
-    """Whether a raw line looks cut by a terminal: exactly a common width (trailing
-    spaces count: a cut can fall right after one)."""
+    """Whether a raw line looks cut by a terminal: exactly a common width, with or
+    without the process prefix (trailing spaces count: a cut can fall right after one)."""
     if len(line) < 80:
         return False
-    return len(unwrapped_part(line)) in WRAP_WIDTHS
+    part = unwrapped_part(line)
+    if len(part) in WRAP_WIDTHS:
+        return True
+    prefix = _PROCESS_PREFIX.match(part)
+    return prefix is not None and len(part) - prefix.end() in WRAP_WIDTHS
+
+
+def continuation(line: str, first: str) -> str:
+    """A wrapped line's continuation as the message goes on: without the process prefix
+    it carries when the first part (``first``, raw) carries the same one."""
+    prefix = _PROCESS_PREFIX.match(line)
+    if prefix is not None and first.startswith(prefix.group().rstrip()):
+        return line[prefix.end() :]
+    return line
 
 
 def unwrapped_part(line: str) -> str:

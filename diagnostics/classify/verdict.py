@@ -27,6 +27,7 @@ from diagnostics.classify.findings import Hit, captures
 from diagnostics.classify.normalize import clean_raw
 from diagnostics.classify.progress import Origin
 from diagnostics.model import Category, Diagnosis, Evidence, State
+from diagnostics.pack.catalogue import load_catalogue
 from diagnostics.pack.evidence import Provenance
 from diagnostics.pack.rules import Rule, template_fields
 from diagnostics.redaction.redact import Redactor, redact
@@ -69,11 +70,61 @@ def render_hit(
     ``provenance`` given says more, else its rule's."""
     evidence = Evidence(hit.line, redactor(hit.raw))
     captured = {**context, **captures(hit)}
-    if provenance is not None and refinable(hit.rule):
-        found = judged_by_origin(provenance, hit.origin, evidence, hit, captured, redactor)
+    if provenance is not None and hit.rule.kind == "structure":
+        # Generic structure (an exception line, pydantic's or a worker's wrapper): the
+        # catalogued message it holds says what failed; else, for the last resort, where
+        # it was raised.
+        found = judged_by_catalogue(provenance, hit, captured, evidence, redactor)
+        if found is None and refinable(hit.rule):
+            found = judged_by_origin(provenance, hit.origin, evidence, hit, captured, redactor)
         if found is not None:
             return found
     return render_rule(hit.rule, captured, evidence, redactor)
+
+
+def judged_by_catalogue(
+    provenance: Provenance,
+    hit: Hit,
+    captured: Mapping[str, str],
+    evidence: Evidence,
+    redactor: Redactor = redact,
+) -> Diagnosis | None:
+    """The verdict of a catalogued message (whole, cut, or inside a wrapper) the finding
+    shows: the category of its raise site, and its permanence (a deterministic type raised
+    by vLLM's own code is permanent unless the category is a host one)."""
+    texts = [hit.text]
+    if hit.following:  # continuation lines: a terminal's cut (no space) or a new line
+        texts[:0] = [hit.text + "".join(hit.following), " ".join([hit.text, *hit.following])]
+    catalogue = load_catalogue()
+    found = next((f for t in texts if (f := catalogue.lookup(t)) is not None), None)
+    if found is None or found.entry.category is Category.OTHER:
+        return None  # not catalogued, or known to say no more than "other"
+    entry = found.entry
+    category = entry.category
+    cls = _exception_class(hit, captured) or entry.exception
+    own = entry.file.startswith(tuple(f"{p}/" for p in provenance.deterministic_in))
+    deterministic = cls in provenance.deterministic and own
+    host = category in (Category.CUDA_FAULT, Category.NETWORK)
+    permanent = not host and (entry.permanent or deterministic)
+    detail = (captured.get("detail") or hit.text).strip()
+    how = "" if found.whole else " (the log shows its beginning)"
+    cause = (
+        f"{cls} raised in {entry.file} ({entry.function or 'module'}), a {category} check"
+        f"{how}: {detail}"
+    )
+    if permanent and deterministic:
+        cause += (
+            " vLLM raises it while building the engine, so a restart on the same settings"
+            " fails the same way."
+        )
+    return Diagnosis(
+        state=State.FAILED_PERMANENT if permanent else State.FAILED_TRANSIENT,
+        category=category,
+        rule=f"catalogued-{str(category).replace('_', '-')}",
+        evidence=evidence,
+        cause=" ".join(redactor(cause).split()),
+        fix=_FIX.get(category, _OTHER_FIX),
+    )
 
 
 def ends_in_traceback(evidence: Evidence | None) -> Diagnosis:

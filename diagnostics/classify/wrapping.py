@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnostics.classify.normalize import normalize, unwrapped_part
+from diagnostics.classify.normalize import continuation, normalize, unwrapped_part
 
 _MAX_WRAPPED_PARTS = 4  # a message hard-wrapped over more lines is not joined further
 
@@ -25,6 +25,7 @@ def carry(wrapped: Wrapped | None, line: str, lineno: int) -> Wrapped:
     """Line ``lineno`` looks cut at a terminal's width: keep it for joining with the next."""
     part = unwrapped_part(line)
     if wrapped is not None and wrapped.parts < _MAX_WRAPPED_PARTS:
+        part = continuation(part, wrapped.clean)
         return Wrapped(
             lineno,
             wrapped.first,

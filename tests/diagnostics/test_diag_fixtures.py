@@ -16,27 +16,12 @@ CASES = labelled()
 # the classifier still reads otherwise than their label, with the reason. Their
 # snapshots record what it says.
 KNOWN_MISSES = {
-    "kv_cache/arc-b70-cookbook-4-xpu-wrapped-kv.log": "vLLM's KV-cache shortfall message "
-    "wrapped at the terminal with each continuation line under the process prefix; joining "
-    "such continuations (issue 21 section 3b) was built with the generated catalogue rules "
-    "and left out with them (docs/diagnostics.md, 'The catalogue')",
     "bad_config/vllm-3329-load-format-safetensors-but-bin-only.log": "the one line, 'Cannot "
     "find any model weights with <dir>', reads as a folder without weights; the label "
     "blames the --load-format the user forced, which the log's config line shows",
     "model_requirement/qanything-128-v100-fastchat-dtype-check-truncated.log": "right "
     "category, transient: the paste stops at a frame of _check_if_gpu_supports_dtype "
     "without its raise line, so where it stops is not known to be where it was raised",
-    **{
-        f"model_requirement/{name}.log": "'Please use Flashinfer backend for models with "
-        "logits_soft_cap (i.e., Gemma-2)': the model runs with VLLM_ATTENTION_BACKEND="
-        "FLASHINFER, so by the chosen-value principle it is bad_config (as the catalogue "
-        "assigns it); the label says model_requirement"
-        for name in (
-            "cot-eval-56-gemma2-flashinfer-type-value-error",
-            "vllm-6218-gemma2-v051-worker-flashinfer-required",
-            "vllm-7060-gemma2-2b-lora-flashinfer-required-v053",
-        )
-    },
 }
 
 

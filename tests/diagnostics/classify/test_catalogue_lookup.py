@@ -1,0 +1,187 @@
+"""Every catalogued message (``rules/catalogue.json``, from the complete catalogue) is read
+with its category however it is printed: whole as an exception line, cut by the paste,
+hard-wrapped with the process prefix on the continuation, and inside each wrapper
+(pydantic's two forms, vLLM 0.5's worker report, Ray's task error, a CLI's ``Error:``).
+
+Where a specific rule of the pack names the message (kind ``cause``), the rule decides
+(docs/diagnostics.md, "The catalogue": the module table decides unless a rule says
+better); a cut text that another template reads at least as well is that template's.
+The wrappers are read by the classifier's normaliser and the lookup (the examples go
+through both, without the hyperscan pass, which a sample checks end to end).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnostics import Classifier
+from diagnostics.classify.normalize import normalize
+from diagnostics.model import Category
+from diagnostics.pack.catalogue import (
+    MIN_CUT,
+    Entry,
+    Found,
+    load_catalogue,
+    parse_catalogue,
+    row_of,
+)
+from diagnostics.pack.rules import load_pack
+
+PACK = load_pack()
+CATALOGUE = load_catalogue()
+FIELD = "7"  # a field's example value: a number, a word and a path segment at once
+ROWS = [row for row in CATALOGUE.rows if row[1] != "other"]
+PREFIX = "(EngineCore_DP0 pid=12) "
+
+
+def _example(template: str) -> str:
+    """The message with every field filled; a leading field with a word (a number there
+    would read as a pasted line number)."""
+    if template.startswith("{}"):
+        template = "layer" + template
+    return template.replace("{}", FIELD)
+
+
+def _exception(row) -> str:
+    name = row[3]
+    return "RuntimeError" if name.startswith("logger.") or name == "message" else name
+
+
+WRAPPERS = {
+    "exception line": lambda row, m: f"{_exception(row)}: {m}",
+    "pydantic": lambda row, m: f"  Value error, {m} [type=value_error, input_value={{}}]",
+    "pydantic v1": lambda row, m: f"  {m} (type=value_error)",
+    "worker report": lambda row, m: (
+        "(VllmWorkerProcess pid=9) ERROR 01-01 00:00:00 multiproc_worker_utils.py:226] "
+        f"Exception in worker VllmWorkerProcess while processing method load_model: {m}, "
+        "Traceback (most recent call last):"
+    ),
+    "ray": lambda row, m: f"ray.exceptions.RayTaskError({_exception(row)}): {m}",
+    "cli": lambda row, m: f"Error: {m}",
+}
+
+
+def _decided_by_rule(lines: list[str]) -> bool:
+    diagnosis = Classifier(PACK).feed_all(lines).diagnosis()
+    rule = next((r for r in PACK.rules if r.id == diagnosis.rule), None)
+    return rule is not None and rule.kind == "cause"
+
+
+def _misread(row, found: Found | None, cut: bool) -> bool:
+    if found is not None and str(found.entry.category) == row[1]:
+        return False
+    # A cut text another template reads at least as well is that template's.
+    return not (cut and found is not None and found.entry.template != row[0])
+
+
+@pytest.mark.parametrize("wrapper", list(WRAPPERS))
+def test_every_message_is_read_inside_each_wrapper(wrapper):
+    form = WRAPPERS[wrapper]
+    wrong = []
+    for row in ROWS:
+        line = form(row, _example(row[0]))
+        if _misread(row, CATALOGUE.lookup(normalize(line)), cut=False) and not _decided_by_rule(
+            [line]
+        ):
+            wrong.append(row[0])
+    assert not wrong, f"{len(wrong)} of {len(ROWS)} misread, e.g. {wrong[:5]}"
+
+
+def test_every_message_cut_by_the_paste_is_read():
+    """Cut after two thirds of it, at least MIN_CUT + 10 characters."""
+    wrong, said_nothing, cut_ones = [], 0, 0
+    for row in ROWS:
+        message = _example(row[0])
+        if len(message) < MIN_CUT + 20:
+            continue
+        cut_ones += 1
+        line = f"{_exception(row)}: {message[: max(MIN_CUT + 10, len(message) * 2 // 3)]}"
+        found = CATALOGUE.lookup(normalize(line))
+        if found is None:
+            said_nothing += 1  # an ambiguous beginning says nothing (the rules decide)
+        elif _misread(row, found, cut=True) and not _decided_by_rule([line]):
+            wrong.append(row[0])
+    assert not wrong, f"{len(wrong)} of {cut_ones} misread, e.g. {wrong[:5]}"
+    assert said_nothing <= cut_ones // 50, said_nothing  # at most 2 % ambiguous
+
+
+def test_every_message_wrapped_with_the_process_prefix_is_read():
+    """Hard-wrapped at 120 columns of message, the continuation under the same prefix,
+    end to end through the classifier."""
+    wrong, wrapped = [], 0
+    for row in ROWS:
+        body = f"{_exception(row)}: {_example(row[0])}"
+        if len(body) < 140:
+            continue
+        wrapped += 1
+        lines = [PREFIX + body[:120], PREFIX + body[120:]]
+        diagnosis = Classifier(PACK).feed_all(lines).diagnosis()
+        if str(diagnosis.category) != row[1] and not _decided_by_rule(lines):
+            found = CATALOGUE.lookup(body)
+            if _misread(row, found, cut=False):
+                wrong.append(row[0])
+    assert wrapped > 300
+    assert not wrong, f"{len(wrong)} of {wrapped} misread, e.g. {wrong[:5]}"
+
+
+@pytest.mark.parametrize("wrapper", list(WRAPPERS))
+def test_a_sample_inside_each_wrapper_end_to_end(wrapper):
+    """Every 25th message through the whole classifier (prefilter, rules, verdict)."""
+    form = WRAPPERS[wrapper]
+    for row in ROWS[::25]:
+        line = form(row, _example(row[0]))
+        diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+        assert diagnosis.failed, line
+        if str(diagnosis.category) != row[1]:
+            assert _decided_by_rule([line]) or _misread(row, None, cut=False), line
+
+
+def test_the_lookup_reads_a_cut_message_only_where_the_template_would_go_on():
+    template = (
+        "To serve at least one request with the model's max seq len ({}), ({} GiB KV cache "
+        "is needed, which is larger than the available KV cache memory ({} GiB)."
+    )
+    row = row_of(template, "kv_cache", True, "ValueError", "vllm/v1/core/x.py", "check")
+    catalogue = parse_catalogue(json.dumps({"format": 1, "entries": [row]}).encode())
+    cut = "ValueError: To serve at least one request with the model's max seq len (100), (4.2 GiB KV cach"
+    found = catalogue.lookup(cut)
+    assert found is not None and not found.whole and found.entry.category is Category.KV_CACHE
+    # The text goes on with something else: not this message.
+    other = (
+        "ValueError: To serve at least one request with the model's max seq len (100), then stop"
+    )
+    assert catalogue.lookup(other) is None
+    # Too little of it shown.
+    assert catalogue.lookup("ValueError: To serve at least one") is None
+    whole = cut + "e is needed, which is larger than the available KV cache memory (4.1 GiB). More."
+    found = catalogue.lookup(whole)
+    assert found is not None and found.whole
+
+
+def test_a_damaged_catalogue_is_refused():
+    for data in (
+        b"[]",
+        b'{"format": 2, "entries": []}',
+        b'{"format": 1, "entries": [[1]]}',
+        b'{"format": 1, "entries": [["t", "nonsense", true, "E", "f", "g", 0, 0, "a", "b"]]}',
+    ):
+        with pytest.raises(ValueError):
+            parse_catalogue(data)
+
+
+def test_the_shipped_catalogue_is_current_and_large():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "scripts" / "gen_catalogue_index.py"
+    spec = importlib.util.spec_from_file_location("gen_catalogue_index", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.OUT.read_text(encoding="utf-8") == module.render(), (
+        "rules/catalogue.json is not current: python scripts/gen_catalogue_index.py"
+    )
+    assert len(ROWS) > 3000
+    assert isinstance(CATALOGUE.entry(0), Entry)
