@@ -21,7 +21,13 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from diagnostics.classify.findings import MAX_STORED_LINE, Findings, stored
-from diagnostics.classify.normalize import clean_raw, continuation, normalize, wrapped_at_width
+from diagnostics.classify.normalize import (
+    clean_raw,
+    continuation,
+    normalize,
+    reshape,
+    wrapped_at_width,
+)
 from diagnostics.classify.progress import Progress
 from diagnostics.classify.verdict import (
     ends_in_traceback,
@@ -125,7 +131,7 @@ class Classifier:
         continuation is appended as printed: a terminal cuts mid-word and mid-number.
         Phase markers count too (a shutdown or ready line cut at the width)."""
         rest = continuation(clean_raw(line), wrapped.clean)
-        clean, text = (wrapped.clean + rest).rstrip(), wrapped.text + rest
+        clean, text = (wrapped.clean + rest).rstrip(), reshape(wrapped.text + rest)
         patterns = self.pack.patterns
         changed = None
         for index in sorted(_hit_ids(self.pack, text)):

@@ -82,6 +82,12 @@ def normalize(line: str) -> str:
         if not match or match.end() == 0:
             break
         text = text[match.end() :]
+    return reshape(text)
+
+
+def reshape(text: str) -> str:
+    """A message printed without the exception line's shape, reshaped into it (also a
+    message joined from the lines a terminal cut it into)."""
     if "(type=value_error" in text and (found := _PYDANTIC_V1.match(text)):
         return f"Value error, {found.group('msg')} [type=value_error]"
     if "while processing method" in text and (found := _WORKER_REPORT.search(text)):
