@@ -21,6 +21,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from generated import write_or_check  # noqa: E402
+
 CATALOGUE = ROOT / "fixtures" / "catalogue" / "catalogue.jsonl"
 OUT = ROOT / "rules" / "85-catalogue.yaml"
 MIN_CHARS, MIN_WORDS = 20, 4  # fixed text: non-space characters, words
@@ -78,15 +82,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT.relative_to(ROOT)} is not current: python {Path(__file__).name}")
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
+    return write_or_check(OUT, render(), argv, Path(__file__).name)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from generated import write_or_check  # noqa: E402
+
 CATALOGUE = ROOT / "fixtures" / "catalogue" / "catalogue-full.jsonl"
 OUT = ROOT / "rules" / "95-provenance.yaml"
 
@@ -104,14 +108,7 @@ def render(data: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render(derive(load_catalogue()))
-    if "--check" in argv:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT.relative_to(ROOT)} is out of date: run scripts/gen_provenance.py")
-            return 1
-        return 0
-    OUT.write_text(text)
-    return 0
+    return write_or_check(OUT, render(derive(load_catalogue())), argv, Path(__file__).name)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,6 +86,26 @@ class Case:
     # ``kill_after`` appears in the output (a real vLLM run; only the kill is ours).
     kill_title: str | None = None
     kill_after: bytes = b"Loading weights took"
+
+
+def kv_cache_case(
+    name: str, root_cause: str, kv_bytes: str, notes: str, max_len: str | None = None
+) -> Case:
+    """A start with ``--kv-cache-memory-bytes kv_bytes`` (and ``--max-model-len max_len``
+    in place of the default) that fails as kv_cache, permanent, at the first matching line."""
+    case = Case(
+        name,
+        "kv_cache",
+        True,
+        root_cause,
+        pick="first",
+        extra=("--kv-cache-memory-bytes", kv_bytes),
+        expect_exit=1,
+        notes=notes,
+    )
+    if max_len is None:
+        return case
+    return replace(case, max_model_len=None, extra=("--max-model-len", max_len, *case.extra))
 
 
 CASES: tuple[Case, ...] = (
@@ -166,39 +186,27 @@ CASES: tuple[Case, ...] = (
         expect_exit=1,
         notes="config.json has auto_map and model_type 'frob_llama'; no --trust-remote-code.",
     ),
-    Case(
+    kv_cache_case(
         "kv-cache-too-small",
-        "kv_cache",
-        True,
         r"ValueError: No available memory for the cache blocks",
-        pick="first",
-        max_model_len=None,
-        extra=("--max-model-len", "2048", "--kv-cache-memory-bytes", "4096"),
-        expect_exit=1,
+        "4096",
+        max_len="2048",
         notes="root cause is in the EngineCore block (first occurrence); the last line of the "
         "log is only the generic 'Engine core initialization failed' wrapper.",
     ),
-    Case(
+    kv_cache_case(
         "kv-cache-below-max-len",
-        "kv_cache",
-        True,
         r"KV cache is needed, which is larger than the available KV cache memory",
-        pick="first",
-        max_model_len=None,
-        extra=("--max-model-len", "2048", "--kv-cache-memory-bytes", "1000000"),
-        expect_exit=1,
+        "1000000",
+        max_len="2048",
         notes="about 1 MB of KV cache holds fewer tokens than one 2048-token request needs: "
         "vLLM says how much is needed, how much is available and the largest max model len "
         "that fits.",
     ),
-    Case(
+    kv_cache_case(
         "kv-cache-above-ram",
-        "kv_cache",
-        True,
         r"Available memory on node \d+ .* is less than requested memory for kv",
-        pick="first",
-        extra=("--kv-cache-memory-bytes", "200000000000"),
-        expect_exit=1,
+        "200000000000",
         notes="labelled kv_cache, not oom: host memory is not exhausted by the model, the "
         "explicit KV-cache request (186 GiB) is larger than the node's free memory and the fix "
         "is to lower --kv-cache-memory-bytes (or VLLM_CPU_KVCACHE_SPACE / "

@@ -5,10 +5,9 @@ checks in the answers is tested here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
-from tests.support.vllm_env import ROOT
+from tests.support.scripts import load_script
 
 ERROR = {
     "message": "MAX_MODEL_LEN=8192 is longer than the model supports (2048 tokens).",
@@ -20,11 +19,7 @@ ERROR = {
 
 
 def _demo():
-    spec = importlib.util.spec_from_file_location("demo", ROOT / "scripts" / "demo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("demo")
 
 
 def test_a_failed_start_s_answer_is_read_from_the_queue_or_the_local_api_server():

@@ -113,14 +113,30 @@ def judged_by_catalogue(
         f"{how}: {detail}"
     )
     if permanent and deterministic:
-        cause += (
-            " vLLM raises it while building the engine, so a restart on the same settings"
-            " fails the same way."
-        )
+        cause += _SAME_WAY.format(where="", checks="")
+    return _judged("catalogued", category, permanent, evidence, cause, redactor)
+
+
+_SAME_WAY = (
+    " vLLM raises it{where} while building the engine{checks}, so a restart on the same "
+    "settings fails the same way."
+)
+
+
+def _judged(
+    how: str,
+    category: Category,
+    permanent: bool,
+    evidence: Evidence | None,
+    cause: str,
+    redactor: Redactor,
+) -> Diagnosis:
+    """A verdict judged by the catalogue (``how``: catalogued) or by where an exception
+    was raised (raised-in): its rule id names the category."""
     return Diagnosis(
         state=State.FAILED_PERMANENT if permanent else State.FAILED_TRANSIENT,
         category=category,
-        rule=f"catalogued-{str(category).replace('_', '-')}",
+        rule=f"{how}-{str(category).replace('_', '-')}",
         evidence=evidence,
         cause=" ".join(redactor(cause).split()),
         fix=_FIX.get(category, _OTHER_FIX),
@@ -240,18 +256,8 @@ def judged_by_origin(
     raised = f"{cls or header or 'An exception'} raised in {where}"
     cause = f"{raised}: {detail}" if detail else f"{raised} (its message is not in the log)."
     if permanent and deterministic and own:
-        cause += (
-            f" vLLM raises it there while building the engine ({category} checks), so a "
-            "restart on the same settings fails the same way."
-        )
-    return Diagnosis(
-        state=State.FAILED_PERMANENT if permanent else State.FAILED_TRANSIENT,
-        category=category,
-        rule=f"raised-in-{str(category).replace('_', '-')}",
-        evidence=evidence,
-        cause=" ".join(redactor(cause).split()),
-        fix=_FIX.get(category, _OTHER_FIX),
-    )
+        cause += _SAME_WAY.format(where=" there", checks=f" ({category} checks)")
+    return _judged("raised-in", category, permanent, evidence, cause, redactor)
 
 
 def _exception_class(hit: Hit | None, captured: Mapping[str, str] | None) -> str:

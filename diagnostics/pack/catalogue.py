@@ -77,8 +77,9 @@ class Catalogue:
         self.rows = tuple(rows)
         self._index: dict[tuple[str, str], list[int]] = {}
         for number, row in enumerate(self.rows):
-            if row[_KEY]:
-                self._index.setdefault((row[_KEY], row[_KEY2]), []).append(number)
+            *_, first, second = row
+            if first:
+                self._index.setdefault((first, second), []).append(number)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -98,7 +99,8 @@ class Catalogue:
                 if checked > _MAX_CANDIDATES:
                     return _best(found)
                 row = self.rows[number]
-                reading = _read(_entry(row), row[_PIECE], at - row[_OFFSET], text)
+                piece, offset = row[6], row[7]
+                reading = _read(_entry(row), piece, at - offset, text)
                 if reading is not None:
                     found.append(reading)
         return _best(found)
@@ -208,7 +210,6 @@ def _cut(entry: Entry, text: str, pos: int, piece: str, matched: int, first: boo
 # generator computed with :func:`anchor` (piece, offset, first word, second word; "" words
 # when the template has none).
 Row = tuple[str, str, bool, str, str, str, int, int, str, str]
-_PIECE, _OFFSET, _KEY, _KEY2 = 6, 7, 8, 9
 
 
 def row_of(

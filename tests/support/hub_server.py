@@ -120,24 +120,17 @@ class RepoFile:
 
     def sibling(self) -> dict[str, object]:
         """The sibling entry of model info with ``blobs=true``."""
-        entry: dict[str, object] = {
-            "rfilename": self.path,
-            "size": self.size,
-            "blobId": self.git_sha1,
-        }
-        if self.is_lfs:
-            entry["lfs"] = {"sha256": self.sha256, "size": self.size, "pointerSize": 134}
-        return entry
+        entry = {"rfilename": self.path, "size": self.size, "blobId": self.git_sha1}
+        return self._with_lfs(entry, sha_key="sha256")
 
     def tree_entry(self) -> dict[str, object]:
-        entry: dict[str, object] = {
-            "type": "file",
-            "oid": self.git_sha1,
-            "size": self.size,
-            "path": self.path,
-        }
+        entry = {"type": "file", "oid": self.git_sha1, "size": self.size, "path": self.path}
+        return self._with_lfs(entry, sha_key="oid")
+
+    def _with_lfs(self, entry: dict[str, object], sha_key: str) -> dict[str, object]:
+        """``entry``, for an LFS file with its pointer under "lfs" (the sha256 as ``sha_key``)."""
         if self.is_lfs:
-            entry["lfs"] = {"oid": self.sha256, "size": self.size, "pointerSize": 134}
+            entry["lfs"] = {sha_key: self.sha256, "size": self.size, "pointerSize": 134}
         return entry
 
 

@@ -7,14 +7,18 @@ off, the hub is offline or a loopback server, RunPod's network checks are skippe
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import resource
 import secrets
+import signal
 import socket
 import string
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -119,8 +123,14 @@ def replay_env(tmp: Path, fixture: Path, **extra: str) -> dict[str, str]:
     return stand_in_env(tmp, f"{sys.executable} -m tests.support.replay_log {fixture} 1", **extra)
 
 
-def start_worker(env: dict[str, str], log_dir: Path) -> subprocess.Popen:
-    """The worker as a process of its own, its output in log_dir/worker.out and .err."""
+def start_worker(env: dict[str, str], log_dir: Path, nofile: int | None = None) -> subprocess.Popen:
+    """The worker as a process of its own, its output in log_dir/worker.out and .err;
+    ``nofile``: its limit of open file descriptors (RLIMIT_NOFILE), when given."""
+    limit_files = None
+    if nofile is not None:  # set in the child before it runs the worker
+        limit_files = functools.partial(
+            resource.setrlimit, resource.RLIMIT_NOFILE, (nofile, nofile)
+        )
     with (log_dir / "worker.out").open("wb") as out, (log_dir / "worker.err").open("wb") as err:
         return subprocess.Popen(  # the child keeps its own copies of the two files
             [sys.executable, "-m", "worker"],
@@ -129,7 +139,22 @@ def start_worker(env: dict[str, str], log_dir: Path) -> subprocess.Popen:
             start_new_session=True,
             stdout=out,
             stderr=err,
+            preexec_fn=limit_files,
         )
+
+
+@contextlib.contextmanager
+def running_worker(
+    env: dict[str, str], log_dir: Path, nofile: int | None = None
+) -> Iterator[subprocess.Popen]:
+    """``start_worker``; on the way out, its process group is killed if it still runs."""
+    proc = start_worker(env, log_dir, nofile)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
 
 def events(log_dir: Path) -> list[dict]:

@@ -35,25 +35,32 @@ PIPE_CUT = 1 << 20
 EVIDENCE_CUT = 4096
 
 
+# form -> an output line carrying a secret (at {secret}); "hf_ token": a secret of that form.
+_FORM_LINES = {
+    "URL credentials": "INFO Fetching https://planted-user:{secret}@mirror.example/x",
+    "URL token as user": "INFO Cloning https://{secret}@git.example/repo.git",
+    "*_API_KEY=": "DEBUG env OPENAI_API_KEY={secret} MAX_MODEL_LEN=4096",
+    "*_ACCESS_KEY=": "DEBUG env AWS_SECRET_ACCESS_KEY={secret}",
+    "X-Api-Key header": "DEBUG request headers: X-Api-Key: {secret}",
+    "api-key header": "DEBUG api-key: {secret}",
+    "password= param": "WARNING db url params password={secret}&sslmode=require",
+    "Authorization: Bearer": "DEBUG Authorization: Bearer {secret}",
+    "--hf-token value": "INFO argv: vllm serve m --hf-token {secret} --port 1",
+    "--api-key=value": "INFO argv: vllm serve m --api-key={secret}",
+    "Namespace repr": "INFO non-default args: {'hf_token': '{secret}'}",
+    "JSON field": 'DEBUG body {"password": "{secret}"}',
+    "hf_ token": "INFO token {secret} in use",
+    "*_CREDENTIALS=": "DEBUG DEPLOY_CREDENTIALS={secret}",
+}
+
+
 def _forms() -> dict[str, tuple[str, str]]:
-    """form -> (secret value, output line carrying it)."""
-    v = {name: planted_value(24) for name in range(14)}
-    return {
-        "URL credentials": (v[0], f"INFO Fetching https://planted-user:{v[0]}@mirror.example/x"),
-        "URL token as user": (v[1], f"INFO Cloning https://{v[1]}@git.example/repo.git"),
-        "*_API_KEY=": (v[2], f"DEBUG env OPENAI_API_KEY={v[2]} MAX_MODEL_LEN=4096"),
-        "*_ACCESS_KEY=": (v[3], f"DEBUG env AWS_SECRET_ACCESS_KEY={v[3]}"),
-        "X-Api-Key header": (v[4], f"DEBUG request headers: X-Api-Key: {v[4]}"),
-        "api-key header": (v[5], f"DEBUG api-key: {v[5]}"),
-        "password= param": (v[6], f"WARNING db url params password={v[6]}&sslmode=require"),
-        "Authorization: Bearer": (v[7], f"DEBUG Authorization: Bearer {v[7]}"),
-        "--hf-token value": (v[8], f"INFO argv: vllm serve m --hf-token {v[8]} --port 1"),
-        "--api-key=value": (v[9], f"INFO argv: vllm serve m --api-key={v[9]}"),
-        "Namespace repr": (v[10], f"INFO non-default args: {{'hf_token': '{v[10]}'}}"),
-        "JSON field": (v[11], f'DEBUG body {{"password": "{v[11]}"}}'),
-        "hf_ token": ("hf_" + v[12], f"INFO token hf_{v[12]} in use"),
-        "*_CREDENTIALS=": (v[13], f"DEBUG DEPLOY_CREDENTIALS={v[13]}"),
-    }
+    """form -> (secret value, output line carrying it): a new secret each time."""
+    forms = {}
+    for form, line in _FORM_LINES.items():
+        secret = planted_value(24, "hf_" if form == "hf_ token" else "")
+        forms[form] = (secret, line.replace("{secret}", secret))
+    return forms
 
 
 def _straddling(cut: int, form: str) -> str:

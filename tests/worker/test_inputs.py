@@ -45,8 +45,10 @@ import psutil
 import pytest
 
 from tests.support.hub_server import Body, Hostile, HubServer
+from tests.support.model_configs import TINY_LLAMA
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import PLANTED_ENV, ROOT, free_port, worker_env
+from tests.support.raw_http import read_answer, status_of
+from tests.support.vllm_env import PLANTED_ENV, ROOT, free_port, start_worker, worker_env
 from worker.queue.job_check import MAX_ID_LENGTH, MAX_SEEN_IDS
 
 STANDIN = f"{sys.executable} -m tests.support.vllm_standin"
@@ -109,51 +111,63 @@ class Row:
 BAD = "\udcff"  # os.environ's form of the byte 0xff, which is not UTF-8
 PROMPT = {"prompt": "x"}
 S = "setting"
+FS = "filesystem"
+
+
+def _refused(
+    source: str, name: str, bounds: str, hostile: str, modes: tuple[str, ...], value: str
+) -> Row:
+    """``name`` (a setting, or a file a setting names) set to ``value``: failed-permanent,
+    the answer naming it."""
+    return Row(name, source, bounds, hostile, modes, PERMANENT, name, {name: value})
+
+
+def _hub_answer(
+    what: str,
+    bounds: str,
+    hostile: str,
+    modes: tuple[str, ...],
+    model: str,
+    *logged: str,
+    state: str = READY,
+    text: str = "",
+    endpoint: str = "{hub}",
+) -> Row:
+    """The pre-flight reading ``what`` for ``model`` from the hub at ``endpoint``."""
+    env = {"MODEL_NAME": model, "HF_ENDPOINT": endpoint}
+    return Row(f"hub: {what}", "hub", bounds, hostile, modes, state, text, env, logged=logged)
+
+
+def _take(bounds: str, hostile: str, *elements: object, text: str = "", logged: str = "") -> Row:
+    """Job-take ``elements`` handed out before the queue's job."""
+    logs = (logged,) if logged else ()
+    return Row(
+        "job-take element",
+        "queue",
+        bounds,
+        hostile,
+        (QUEUE,),
+        READY,
+        text,
+        take=elements,
+        logged=logs,
+    )
+
+
+def _http(what: str, bounds: str, hostile: str, attack: str, status: int, text: str) -> Row:
+    """An HTTP client's ``attack`` on a ready load-balancing worker: ``status``, naming ``text``."""
+    return Row(what, "http", bounds, hostile, (LB,), READY, text, attack=attack, status=status)
+
+
 ROWS: tuple[Row, ...] = (
     # -- settings: every one validated first; a bad one is failed-permanent naming it
-    Row(
-        "MODEL_NAME",
-        S,
-        "UTF-8 text; a hub id or a path",
-        "a byte 0xff",
-        BOTH,
-        PERMANENT,
-        "MODEL_NAME",
-        {"MODEL_NAME": "org/model{bad}"},
+    _refused(
+        S, "MODEL_NAME", "UTF-8 text; a hub id or a path", "a byte 0xff", BOTH, "org/model{bad}"
     ),
-    Row(
-        "HF_TOKEN",
-        S,
-        "UTF-8 text; never shown",
-        "a byte 0xff",
-        BOTH,
-        PERMANENT,
-        "HF_TOKEN",
-        {"HF_TOKEN": "hf_abc{bad}def"},
-    ),
-    Row(
-        "VLLM_PORT", S, "integer 1-65535", "0", (QUEUE,), PERMANENT, "VLLM_PORT", {"VLLM_PORT": "0"}
-    ),
-    Row(
-        "MAX_CONCURRENCY",
-        S,
-        "integer >= 1, ASCII digits",
-        "full-width '３'",
-        (LB,),
-        PERMANENT,
-        "MAX_CONCURRENCY",
-        {"MAX_CONCURRENCY": "３"},
-    ),
-    Row(
-        "VLLM_STARTUP_TIMEOUT",
-        S,
-        "seconds, > 0 and <= a week",
-        "inf",
-        (QUEUE,),
-        PERMANENT,
-        "VLLM_STARTUP_TIMEOUT",
-        {"VLLM_STARTUP_TIMEOUT": "inf"},
-    ),
+    _refused(S, "HF_TOKEN", "UTF-8 text; never shown", "a byte 0xff", BOTH, "hf_abc{bad}def"),
+    _refused(S, "VLLM_PORT", "integer 1-65535", "0", (QUEUE,), "0"),
+    _refused(S, "MAX_CONCURRENCY", "integer >= 1, ASCII digits", "full-width '３'", (LB,), "３"),
+    _refused(S, "VLLM_STARTUP_TIMEOUT", "seconds, > 0 and <= a week", "inf", (QUEUE,), "inf"),
     Row(
         "ENFORCE_EAGER (any vLLM flag)",
         S,
@@ -164,212 +178,136 @@ ROWS: tuple[Row, ...] = (
         "ENFORCE_EAGER",
         {"ENFORCE_EAGER": "maybe"},
     ),
-    Row(
-        "VLLM_EXTRA_ARGS",
-        S,
-        "shell words",
-        "an unclosed quote",
-        (QUEUE,),
-        PERMANENT,
-        "VLLM_EXTRA_ARGS",
-        {"VLLM_EXTRA_ARGS": '--x "unclosed'},
-    ),
-    Row(
-        "HEALTH_CHECK_PATH",
-        S,
-        "an absolute URL path",
-        "no-slash",
-        BOTH,
-        PERMANENT,
-        "HEALTH_CHECK_PATH",
-        {"HEALTH_CHECK_PATH": "no-slash"},
-    ),
-    Row(
-        "LB_MAX_BODY_BYTES",
-        S,
-        "integer 1 - 2^40",
-        "0",
-        (QUEUE,),
-        PERMANENT,
-        "LB_MAX_BODY_BYTES",
-        {"LB_MAX_BODY_BYTES": "0"},
-    ),
+    _refused(S, "VLLM_EXTRA_ARGS", "shell words", "an unclosed quote", (QUEUE,), '--x "unclosed'),
+    _refused(S, "HEALTH_CHECK_PATH", "an absolute URL path", "no-slash", BOTH, "no-slash"),
+    _refused(S, "LB_MAX_BODY_BYTES", "integer 1 - 2^40", "0", (QUEUE,), "0"),
     # -- files the settings name
-    Row(
+    _refused(
+        FS,
         "RULES_PATH",
-        "filesystem",
         "a regular file or a folder of *.yaml, <= 16 MiB",
         "/nonexistent",
         BOTH,
-        PERMANENT,
-        "RULES_PATH",
-        {"RULES_PATH": "/nonexistent"},
+        "/nonexistent",
     ),
-    Row(
+    _refused(
+        FS,
         "RULES_PATH",
-        "filesystem",
         "a regular file or a folder of *.yaml, <= 16 MiB",
         "/dev/zero",
         BOTH,
-        PERMANENT,
-        "RULES_PATH",
-        {"RULES_PATH": "/dev/zero"},
+        "/dev/zero",
     ),
-    Row(
+    _refused(
+        FS,
         "RULES_PATH",
-        "filesystem",
         "a pack that validates",
         "a rule with a broken regex",
         BOTH,
-        PERMANENT,
-        "RULES_PATH",
-        {"RULES_PATH": "{tmp}/broken-rules"},
+        "{tmp}/broken-rules",
     ),
-    Row(
+    _refused(
+        FS,
         "BASE_PATH",
-        "filesystem",
         "a folder the worker may search, or absent; names <= 255 bytes",
         "a 300-byte name",
         BOTH,
-        PERMANENT,
-        "BASE_PATH",
-        {"BASE_PATH": "{tmp}/" + "v" * 300},
+        "{tmp}/" + "v" * 300,
     ),
-    Row(
+    _refused(
+        FS,
         "BASE_PATH",
-        "filesystem",
         "a folder the worker may search, or absent",
         "a regular file",
         BOTH,
-        PERMANENT,
-        "BASE_PATH",
-        {"BASE_PATH": "{tmp}/a-file"},
+        "{tmp}/a-file",
     ),
-    Row(
-        "BAKED_MODEL_MANIFEST",
-        "filesystem",
-        "a JSON file <= 1 MiB",
-        "/dev/zero",
-        (LB,),
-        PERMANENT,
-        "BAKED_MODEL_MANIFEST",
-        {"BAKED_MODEL_MANIFEST": "/dev/zero"},
-    ),
-    Row(
+    _refused(FS, "BAKED_MODEL_MANIFEST", "a JSON file <= 1 MiB", "/dev/zero", (LB,), "/dev/zero"),
+    _refused(
+        FS,
         "VLLM_CONFIG_FILE",
-        "filesystem",
         "a regular *.yaml file",
         "a FIFO named config.yaml (a read would block)",
         (LB,),
-        PERMANENT,
-        "VLLM_CONFIG_FILE",
-        {"VLLM_CONFIG_FILE": "{tmp}/fifo/config.yaml"},
+        "{tmp}/fifo/config.yaml",
     ),
     # -- the hub's answers (pre-flight; PREFLIGHT_TIMEOUT per call)
-    Row(
-        "hub: model info",
-        "hub",
+    _hub_answer(
+        "model info",
         "PREFLIGHT_TIMEOUT per call",
         "401 RepoNotFound",
         BOTH,
-        PERMANENT,
         "org/missing",
-        {"MODEL_NAME": "org/missing", "HF_ENDPOINT": "{hub}"},
+        state=PERMANENT,
+        text="org/missing",
     ),
-    Row(
-        "hub: model info",
-        "hub",
+    _hub_answer(
+        "model info",
         "PREFLIGHT_TIMEOUT per call",
         "403 GatedRepo",
         BOTH,
-        PERMANENT,
-        "HF_TOKEN",
-        {"MODEL_NAME": "org/gated", "HF_ENDPOINT": "{hub}"},
+        "org/gated",
+        state=PERMANENT,
+        text="HF_TOKEN",
     ),
-    Row(
-        "hub: model info",
-        "hub",
-        "PREFLIGHT_TIMEOUT per call",
-        "503 on every call",
-        (LB,),
-        READY,
-        "",
-        {"MODEL_NAME": "org/down", "HF_ENDPOINT": "{hub}"},
-    ),
-    Row(
-        "hub: the hub itself",
-        "hub",
+    _hub_answer("model info", "PREFLIGHT_TIMEOUT per call", "503 on every call", (LB,), "org/down"),
+    _hub_answer(
+        "the hub itself",
         "PREFLIGHT_TIMEOUT per call",
         "nothing listening",
         (QUEUE,),
-        READY,
-        "",
-        {"MODEL_NAME": "org/ok", "HF_ENDPOINT": "http://127.0.0.1:9"},
+        "org/ok",
+        endpoint="http://127.0.0.1:9",
     ),
-    Row(
-        "hub: config.json",
-        "hub",
+    _hub_answer(
+        "config.json",
         "2 MiB decoded (MAX_CONFIG_BYTES), inflated with a cap",
         "gzip: 64 KiB on the wire, 64 MiB decoded",
         (QUEUE,),
-        READY,
-        "",
-        {"MODEL_NAME": "org/gzip-config", "HF_ENDPOINT": "{hub}"},
-        logged=("config.json is larger than 2 MiB (decoded)",),
+        "org/gzip-config",
+        "config.json is larger than 2 MiB (decoded)",
     ),
-    Row(
-        "hub: model info",
-        "hub",
+    _hub_answer(
+        "model info",
         "8 MiB decoded (MAX_INFO_BYTES), 20,000 files (MAX_FILES)",
         "10^6 files",
         (LB,),
-        READY,
-        "",
-        {"MODEL_NAME": "org/many-files", "HF_ENDPOINT": "{hub}"},
-        logged=("model info is larger than 8 MiB (decoded)",),
+        "org/many-files",
+        "model info is larger than 8 MiB (decoded)",
     ),
-    Row(
-        "hub: model info",
-        "hub",
+    _hub_answer(
+        "model info",
         "PREFLIGHT_TIMEOUT for all requests together",
         "a byte every 50 ms, never ending",
         (QUEUE,),
-        READY,
-        "",
-        {"MODEL_NAME": "org/trickle", "HF_ENDPOINT": "{hub}"},
-        logged=("(PREFLIGHT_TIMEOUT)", "model info was still arriving at the deadline"),
+        "org/trickle",
+        "(PREFLIGHT_TIMEOUT)",
+        "model info was still arriving at the deadline",
     ),
-    Row(
-        "hub: model info",
-        "hub",
+    _hub_answer(
+        "model info",
         "a size an integer 0 - 1 TiB, 32 TiB in all",
         "a size of -10^15",
         (LB,),
-        READY,
-        "",
-        {"MODEL_NAME": "org/negative-size", "HF_ENDPOINT": "{hub}"},
-        logged=("the model info is not plausible",),
+        "org/negative-size",
+        "the model info is not plausible",
     ),
-    Row(
-        "hub: config.json",
-        "hub",
+    _hub_answer(
+        "config.json",
         "strict JSON; positions an integer 1 - 2^32",
         "max_position_embeddings: NaN",
         (QUEUE,),
-        READY,
-        "",
-        {"MODEL_NAME": "org/nan-config", "HF_ENDPOINT": "{hub}"},
-        logged=("config.json is not JSON",),
+        "org/nan-config",
+        "config.json is not JSON",
     ),
-    Row(
-        "hub: model info",
-        "hub",
+    _hub_answer(
+        "model info",
         "the answer's text redacted (HF_TOKEN never shown)",
         "403 echoing the Authorization header",
         BOTH,
-        PERMANENT,
-        "Access denied for Bearer",
-        {"MODEL_NAME": "org/echo", "HF_ENDPOINT": "{hub}"},
+        "org/echo",
+        state=PERMANENT,
+        text="Access denied for Bearer",
     ),
     # -- NVML (the pre-flight's GPU inventory)
     Row(
@@ -403,159 +341,96 @@ ROWS: tuple[Row, ...] = (
         "must be a JSON object",
         job=[1, 2],
     ),
-    Row(
-        "job-take element",
-        "queue",
-        "a JSON object with an id",
-        "no id",
-        (QUEUE,),
-        READY,
-        "",
-        take=({"input": PROMPT},),
-        logged=("the job has no id",),
-    ),
-    Row(
-        "job-take element",
-        "queue",
+    _take("a JSON object with an id", "no id", {"input": PROMPT}, logged="the job has no id"),
+    _take(
         f"an id: a string of 1 - {MAX_ID_LENGTH} URL-path characters",
         "an integer id",
-        (QUEUE,),
-        READY,
-        "",
-        take=({"id": 7, "input": PROMPT},),
-        logged=("its id is a number, not a string",),
+        {"id": 7, "input": PROMPT},
+        logged="its id is a number, not a string",
     ),
-    Row(
-        "job-take element",
-        "queue",
+    _take(
         f"an id not taken before (the last {MAX_SEEN_IDS:,} remembered)",
         "the same id twice",
-        (QUEUE,),
-        READY,
-        "",
-        take=({"id": "twice", "input": PROMPT}, {"id": "twice", "input": PROMPT}),
-        logged=("its id was taken before: a duplicate",),
+        {"id": "twice", "input": PROMPT},
+        {"id": "twice", "input": PROMPT},
+        logged="its id was taken before: a duplicate",
     ),
-    Row(
-        "job-take element",
-        "queue",
-        "an input (a JSON object)",
-        "no input",
-        (QUEUE,),
-        READY,
-        "The job has no input",
-        take=({"id": "no-input"},),
-    ),
+    _take("an input (a JSON object)", "no input", {"id": "no-input"}, text="The job has no input"),
     # -- HTTP clients of PORT (a ready worker; HTTP_LIMITS)
-    Row(
+    _http(
         "request headers",
-        "http",
         "64 KiB, 100 headers",
         "one header of 50 MiB",
-        (LB,),
-        READY,
+        "huge_header",
+        431,
         "headers are too large",
-        attack="huge_header",
-        status=431,
     ),
-    Row(
+    _http(
         "request headers",
-        "http",
         "64 KiB, 100 headers",
         "101 headers",
-        (LB,),
-        READY,
+        "many_headers",
+        431,
         "headers are too large",
-        attack="many_headers",
-        status=431,
     ),
-    Row(
+    _http(
         "request headers",
-        "http",
         "LB_HEADER_TIMEOUT",
         "a byte every 0.3 s",
-        (LB,),
-        READY,
+        "slow_headers",
+        408,
         "LB_HEADER_TIMEOUT",
-        attack="slow_headers",
-        status=408,
     ),
-    Row(
+    _http(
         "request body",
-        "http",
         "LB_BODY_TIMEOUT without a byte",
         "stopped after 1 byte",
-        (LB,),
-        READY,
+        "stalled_body",
+        408,
         "LB_BODY_TIMEOUT",
-        attack="stalled_body",
-        status=408,
     ),
-    Row(
+    _http(
         "request body",
-        "http",
         "LB_MAX_BODY_BYTES, streamed",
         "chunked, never ending",
-        (LB,),
-        READY,
+        "endless_body",
+        413,
         "LB_MAX_BODY_BYTES",
-        attack="endless_body",
-        status=413,
     ),
-    Row(
+    _http(
         "request body",
-        "http",
         "LB_MAX_BODY_BYTES, streamed",
         "Content-Length: 1 TiB",
-        (LB,),
-        READY,
+        "declared_body",
+        413,
         "LB_MAX_BODY_BYTES",
-        attack="declared_body",
-        status=413,
     ),
-    Row(
+    _http(
         "request line",
-        "http",
         "HTTP/1.1, a path",
         "bytes that are not HTTP",
-        (LB,),
-        READY,
+        "not_http",
+        400,
         "not valid HTTP",
-        attack="not_http",
-        status=400,
     ),
-    Row(
+    _http(
         "request line",
-        "http",
         "a path starting with /",
         "*@127.0.0.1:1/x",
-        (LB,),
-        READY,
+        "not_a_path",
+        400,
         "must be a path",
-        attack="not_a_path",
-        status=400,
     ),
-    Row(
-        "request line",
-        "http",
-        "ASCII",
-        "a byte 0xff in the path",
-        (LB,),
-        READY,
-        "not valid HTTP",
-        attack="non_ascii_path",
-        status=400,
+    _http(
+        "request line", "ASCII", "a byte 0xff in the path", "non_ascii_path", 400, "not valid HTTP"
     ),
-    Row(
+    _http(
         "connections",
-        "http",
         "LB_MAX_CONNECTIONS, fitted to nofile",
         "20 idle at once",
-        (LB,),
-        READY,
+        "connection_flood",
+        503,
         "overloaded",
-        attack="connection_flood",
-        status=503,
     ),
 )
 
@@ -563,19 +438,11 @@ ROWS: tuple[Row, ...] = (
 # -- HTTP attacks: each against a ready worker's PORT; returns (status, body)
 
 
-def _answer(sock: socket.socket, timeout: float = 10.0) -> bytes:
-    sock.settimeout(timeout)
-    chunks = []
-    with contextlib.suppress(OSError):
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _parse(answer: bytes) -> tuple[int | None, str]:
-    if not answer.startswith(b"HTTP/1.1 "):
+    status = status_of(answer)
+    if status is None:
         return None, answer[:200].decode("latin-1")
-    return int(answer[9:12]), answer.partition(b"\r\n\r\n")[2].decode("utf-8", "replace")
+    return status, answer.partition(b"\r\n\r\n")[2].decode("utf-8", "replace")
 
 
 def _send(port: int, data: bytes, then: Callable[[socket.socket], None] | None = None):
@@ -583,7 +450,7 @@ def _send(port: int, data: bytes, then: Callable[[socket.socket], None] | None =
         sock.sendall(data)
         if then is not None:
             then(sock)
-        return _parse(_answer(sock))
+        return _parse(read_answer(sock))
 
 
 def _until_answered(port: int, head: bytes, filler: bytes, total: int):
@@ -594,7 +461,7 @@ def _until_answered(port: int, head: bytes, filler: bytes, total: int):
             while sent < total and not select.select([sock], [], [], 0)[0]:
                 sock.sendall(filler)
                 sent += len(filler)
-        return _parse(_answer(sock))
+        return _parse(read_answer(sock))
 
 
 def _slow(sock: socket.socket) -> None:
@@ -702,15 +569,7 @@ def _deep(levels: int) -> object:
 
 def _spawn(env: dict[str, str], log_dir: Path) -> subprocess.Popen:
     log_dir.mkdir(parents=True, exist_ok=True)
-    with (log_dir / "worker.out").open("wb") as out, (log_dir / "worker.err").open("wb") as err:
-        return subprocess.Popen(
-            [sys.executable, "-m", "worker"],
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,
-            stdout=out,
-            stderr=err,
-        )
+    return start_worker(env, log_dir)
 
 
 def _log(log_dir: Path) -> str:
@@ -755,6 +614,20 @@ def _end(proc: subprocess.Popen) -> None:
         proc.wait(10)
 
 
+@contextlib.contextmanager
+def _watched(env: dict[str, str], log_dir: Path, outcome: Outcome) -> Iterator[None]:
+    """A worker started with ``env``, its RSS sampled; on the way out it is ended and
+    ``outcome`` gets its peak RSS and its log."""
+    proc = _spawn(env, log_dir)
+    rss = _Rss(proc.pid)
+    try:
+        yield
+    finally:
+        outcome.rss_mib = rss.stop()
+        _end(proc)
+        outcome.log = _log(log_dir)
+
+
 def _env(row: Row, mode: str, places: Mapping[str, str], tmp: Path) -> dict[str, str]:
     values = {k: _fill(v, places) for k, v in row.env.items()}
     if "HF_ENDPOINT" in values:
@@ -779,20 +652,15 @@ def _run_queue(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
         queue.submit_raw(*row.take)  # taken before the job
         job = queue.submit(job_input)
         started = time.monotonic()
-        proc = _spawn(env, log_dir)
-        rss = _Rss(proc.pid)
-        try:
-            done = queue.wait_done(job, SETTLE_S)
-            outcome.seconds = time.monotonic() - started
-            outcome.answer, outcome.error_type = _message(done)
-            taken, outcome.problem = _taken(queue, row)
-            outcome.answer = "\n".join([outcome.answer, *taken])
-        except TimeoutError as exc:
-            outcome.problem = f"no answer within {SETTLE_S} s: {exc}"
-        finally:
-            outcome.rss_mib = rss.stop()
-            _end(proc)
-            outcome.log = _log(log_dir)
+        with _watched(env, log_dir, outcome):
+            try:
+                done = queue.wait_done(job, SETTLE_S)
+                outcome.seconds = time.monotonic() - started
+                outcome.answer, outcome.error_type = _message(done)
+                taken, outcome.problem = _taken(queue, row)
+                outcome.answer = "\n".join([outcome.answer, *taken])
+            except TimeoutError as exc:
+                outcome.problem = f"no answer within {SETTLE_S} s: {exc}"
     return outcome
 
 
@@ -812,28 +680,23 @@ def _lb_ready(env: dict[str, str]) -> tuple[int | None, float]:
 def _run_lb(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
     outcome = Outcome()
     started = time.monotonic()
-    proc = _spawn(env, log_dir)
-    rss = _Rss(proc.pid)
-    try:
-        outcome.ping, settled = _lb_ready(env)
-        outcome.seconds = settled - started
-        if outcome.ping is None:
-            outcome.problem = f"/ping never settled within {SETTLE_S} s"
-            return outcome
-        with httpx.Client(trust_env=False, timeout=10) as http:
-            answer = http.post(f"http://127.0.0.1:{env['PORT']}/v1/completions", json={})
-        outcome.status = answer.status_code
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            error = answer.json()["error"]
-            outcome.answer, outcome.error_type = error["message"], error["type"]
-        if not outcome.answer:
-            outcome.answer = answer.text[:2000]
-    except httpx.HTTPError as exc:
-        outcome.problem = f"{type(exc).__name__}: {exc}"
-    finally:
-        outcome.rss_mib = rss.stop()
-        _end(proc)
-        outcome.log = _log(log_dir)
+    with _watched(env, log_dir, outcome):
+        try:
+            outcome.ping, settled = _lb_ready(env)
+            outcome.seconds = settled - started
+            if outcome.ping is None:
+                outcome.problem = f"/ping never settled within {SETTLE_S} s"
+                return outcome
+            with httpx.Client(trust_env=False, timeout=10) as http:
+                answer = http.post(f"http://127.0.0.1:{env['PORT']}/v1/completions", json={})
+            outcome.status = answer.status_code
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                error = answer.json()["error"]
+                outcome.answer, outcome.error_type = error["message"], error["type"]
+            if not outcome.answer:
+                outcome.answer = answer.text[:2000]
+        except httpx.HTTPError as exc:
+            outcome.problem = f"{type(exc).__name__}: {exc}"
     return outcome
 
 
@@ -903,17 +766,7 @@ def _prepare(tmp: Path) -> None:
 def _hub(root: Path) -> HubServer:
     model = root / "repo"
     model.mkdir()
-    config = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "max_position_embeddings": 2048,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "num_hidden_layers": 2,
-        "hidden_size": 128,
-        "torch_dtype": "float32",
-    }
-    (model / "config.json").write_text(json.dumps(config))
+    (model / "config.json").write_text(json.dumps(TINY_LLAMA))
     bomb = _gzip_zeros(64 * MiB)
     size = {"siblings": [{"rfilename": "model.safetensors", "size": -(10**15)}]}
     hostile = {  # the hub rows' hostile answers (tests/worker/preflight has them all)

@@ -25,26 +25,24 @@ _USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,30}://)[^\s/@?#\"'<>]+@")
 
 def read_token(env: Mapping[str, str], secret_file: Path = SECRET_FILE) -> str | None:
     """The Hub token from ``HF_TOKEN``, else the BuildKit secret file, else None."""
-    token = env.get("HF_TOKEN", "").strip()
-    if token:
-        return token
-    try:
-        token = secret_file.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return token or None
+    return _variable_or_file(env, "HF_TOKEN", secret_file)
 
 
 def read_endpoint(env: Mapping[str, str], secret_file: Path = ENDPOINT_SECRET_FILE) -> str | None:
     """The hub to bake from: ``HF_ENDPOINT``, else the BuildKit secret file, else None."""
-    endpoint = env.get("HF_ENDPOINT", "").strip()
-    if endpoint:
-        return endpoint
+    return _variable_or_file(env, "HF_ENDPOINT", secret_file)
+
+
+def _variable_or_file(env: Mapping[str, str], name: str, secret_file: Path) -> str | None:
+    """``name``'s value, stripped, else ``secret_file``'s text (unreadable: None)."""
+    value = env.get(name, "").strip()
+    if value:
+        return value
     try:
-        endpoint = secret_file.read_text(encoding="utf-8").strip()
+        value = secret_file.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
-    return endpoint or None
+    return value or None
 
 
 def public_endpoint(endpoint: str) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worker.config.argv import last_value
 from worker.config.flag_values import human_readable_int
 
 DEFAULT_UTILIZATION = 0.92  # vLLM 0.32's --gpu-memory-utilization default
@@ -38,20 +39,6 @@ class Request:
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
 
-def _last(args: Sequence[str], flag: str) -> str | None:
-    """The value of the last ``flag`` (``--f v`` or ``--f=v``); None when absent."""
-    value = None
-    for i, token in enumerate(args):
-        name, has_inline, inline = token.partition("=")
-        if name.replace("_", "-") != flag:
-            continue
-        if has_inline:
-            value = inline
-        elif i + 1 < len(args):
-            value = args[i + 1]
-    return value
-
-
 def _bool(args: Sequence[str], flag: str, config: Mapping[str, Any]) -> bool:
     seen = None
     negative = "--no-" + flag[2:]
@@ -76,7 +63,7 @@ def _config_value(config: Mapping[str, Any], flag: str) -> Any:
 
 
 def config_file_of(args: Sequence[str]) -> str | None:
-    return _last(args, "--config")
+    return last_value(args, "--config")
 
 
 def read_request(
@@ -90,7 +77,7 @@ def read_request(
     config = config or {}
 
     def value(flag: str) -> str | None:
-        found = _last(args, flag)
+        found = last_value(args, flag)
         if found is None:
             raw = _config_value(config, flag)
             found = None if raw is None else str(raw)

@@ -52,6 +52,8 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
+from worker.queue.take_body import json_name
+
 __all__ = ["ACCEPTED_SHAPES", "BadInput", "ProxyRequest", "to_request"]
 
 ACCEPTED_SHAPES = (
@@ -105,7 +107,7 @@ class ProxyRequest:
 def to_request(job_input: object, served_model: str) -> ProxyRequest:
     """Return the request for ``job_input``; raise BadInput if it cannot be served."""
     if not isinstance(job_input, Mapping):
-        raise BadInput(f"The job input must be a JSON object, got {_kind(job_input)}.")
+        raise BadInput(f"The job input must be a JSON object, got {json_name(job_input)}.")
     keys = set(job_input)
     if "openai_route" in keys:
         _only(keys, _OPENAI_KEYS, "the openai_route shape")
@@ -126,7 +128,7 @@ def _openai(job_input: Mapping[str, Any], served_model: str) -> ProxyRequest:
     path = _route(job_input["openai_route"], "openai_route")
     body = job_input.get("openai_input")
     if body is not None and not isinstance(body, dict):
-        raise BadInput(f"openai_input must be a JSON object, got {_kind(body)}.")
+        raise BadInput(f"openai_input must be a JSON object, got {json_name(body)}.")
     if not body:
         return ProxyRequest("GET", path, None, stream=False)
     return _post(path, body, served_model)
@@ -136,7 +138,7 @@ def _generic(job_input: Mapping[str, Any], served_model: str) -> ProxyRequest:
     path = _route(job_input["route"], "route")
     body = job_input.get("body")
     if body is not None and not isinstance(body, dict):
-        raise BadInput(f"body must be a JSON object, got {_kind(body)}.")
+        raise BadInput(f"body must be a JSON object, got {json_name(body)}.")
     method = job_input.get("method")
     if method is None:
         method = "GET" if body is None else "POST"
@@ -154,7 +156,7 @@ def _generic(job_input: Mapping[str, Any], served_model: str) -> ProxyRequest:
 def _standard(job_input: Mapping[str, Any], served_model: str) -> ProxyRequest:
     sampling = job_input.get("sampling_params", {})
     if not isinstance(sampling, dict):
-        raise BadInput(f"sampling_params must be a JSON object, got {_kind(sampling)}.")
+        raise BadInput(f"sampling_params must be a JSON object, got {json_name(sampling)}.")
     reserved = sorted(_RESERVED_SAMPLING_KEYS & set(sampling))
     if reserved:
         raise BadInput(
@@ -163,22 +165,24 @@ def _standard(job_input: Mapping[str, Any], served_model: str) -> ProxyRequest:
         )
     stream = job_input.get("stream", False)
     if not isinstance(stream, bool):
-        raise BadInput(f"stream must be true or false, got {_kind(stream)}.")
+        raise BadInput(f"stream must be true or false, got {json_name(stream)}.")
     as_chat = job_input.get("apply_chat_template", False)
     if not isinstance(as_chat, bool):
-        raise BadInput(f"apply_chat_template must be true or false, got {_kind(as_chat)}.")
+        raise BadInput(f"apply_chat_template must be true or false, got {json_name(as_chat)}.")
 
     body: dict[str, Any] = dict(sampling)
     if "messages" in job_input:
         messages = job_input["messages"]
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            raise BadInput(f"messages must be a list of message objects, got {_kind(messages)}.")
+            raise BadInput(
+                f"messages must be a list of message objects, got {json_name(messages)}."
+            )
         path = "/v1/chat/completions"
         body["messages"] = messages
     else:
         prompt = job_input["prompt"]
         if not isinstance(prompt, str):
-            raise BadInput(f"prompt must be a string, got {_kind(prompt)}.")
+            raise BadInput(f"prompt must be a string, got {json_name(prompt)}.")
         if as_chat:
             path = "/v1/chat/completions"
             body["messages"] = [{"role": "user", "content": prompt}]
@@ -211,7 +215,7 @@ def streams(value: object) -> bool:
 
 def _route(value: object, key: str) -> str:
     if not isinstance(value, str):
-        raise BadInput(f"{key} must be a string path under /v1/, got {_kind(value)}.")
+        raise BadInput(f"{key} must be a string path under /v1/, got {json_name(value)}.")
     if (
         len(value) > _MAX_ROUTE_LENGTH
         or not _ROUTE.fullmatch(value)
@@ -246,23 +250,6 @@ def _names(keys: set[Any]) -> str:
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
-def _kind(value: object) -> str:
-    """The JSON name of a value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__
-
-
 def _show(value: object, limit: int = 80) -> str:
-    text = json.dumps(value) if isinstance(value, str) else _kind(value)
+    text = json.dumps(value) if isinstance(value, str) else json_name(value)
     return text if len(text) <= limit else text[:limit] + "..."

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sized
 
 import structlog
 
@@ -48,8 +49,9 @@ def read_body(body: bytes) -> tuple[list[object], set[int]] | None:
     return elements, too_deep
 
 
-def kind(value: object) -> str:
-    """What a JSON value is, in a few words (never the value itself)."""
+def json_name(value: object) -> str:
+    """The JSON name of a value's type ("null", "a boolean", "a number", "a string", "an
+    array", "an object"; another type's Python name), for messages."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -57,12 +59,26 @@ def kind(value: object) -> str:
     if isinstance(value, int | float):
         return "a number"
     if isinstance(value, str):
-        return f"a string of {len(value)} character{'' if len(value) == 1 else 's'}"
-    if isinstance(value, list):
-        return f"a list of {len(value)} items"
-    if isinstance(value, dict):
-        return f"an object of {len(value)} fields"
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
     return type(value).__name__
+
+
+_UNITS = {"a string": "character", "an array": "item", "an object": "field"}
+
+
+def kind(value: object) -> str:
+    """What a JSON value is, in a few words (never the value itself): its ``json_name``,
+    with the length of a string, array or object ("an array of 2 items")."""
+    name = json_name(value)
+    unit = _UNITS.get(name)
+    if unit is None or not isinstance(value, Sized):
+        return name
+    count = len(value)
+    return f"{name} of {count} {unit}{'' if count == 1 else 's'}"
 
 
 def flatten(text: str, max_depth: int) -> tuple[str, set[int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+from worker.config.argv import last_value
 from worker.config.owned import HIDDEN_ENV
 from worker.config.settings import Settings
 
@@ -43,13 +44,4 @@ def hub_model(settings: Settings, child_env: Mapping[str, str]) -> tuple[str, st
     offline = settings.offline or child_env.get("HF_HUB_OFFLINE") == "1"
     if offline or not model or os.path.exists(model):
         return None
-    return model, arg_value(settings.vllm_args, "--revision")
-
-
-def arg_value(args: list[str], flag: str) -> str | None:
-    for index, arg in enumerate(args):
-        if arg == flag and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
+    return model, last_value(settings.vllm_args, "--revision")

@@ -19,6 +19,7 @@ import yaml
 
 from diagnostics import Diagnosis, RulePack, State
 from diagnostics.classify.normalize import normalize
+from worker.config.argv import last_value
 from worker.supervision.relaunch import BOOLEAN, FLAGS, Context, Failure, Relaunch, pinned
 
 
@@ -87,19 +88,8 @@ def failure_of(diagnosis: Diagnosis, pack: RulePack, phase: State) -> Failure:
 
 
 def arg(args: Sequence[str], flag: str) -> str | None:
-    """The value of the last ``flag`` in ``args`` (``--f v`` or ``--f=v``)."""
-    found = None
-    for index, token in enumerate(args):
-        name, has_inline, inline = token.partition("=")
-        if name.replace("_", "-") != flag:
-            continue
-        if has_inline:
-            found = inline
-        elif index + 1 < len(args) and (flag not in BOOLEAN_FLAGS):
-            found = args[index + 1]
-        else:
-            found = "true"
-    return found
+    """The value of the last ``flag`` in ``args``; a relaunch's boolean flag takes none."""
+    return last_value(args, flag, boolean=flag in BOOLEAN_FLAGS)
 
 
 def _config_file(args: Sequence[str]) -> Mapping[str, Any]:

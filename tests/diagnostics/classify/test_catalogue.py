@@ -17,6 +17,7 @@ import pytest
 
 from diagnostics import Classifier
 from diagnostics.pack.rules import load_pack
+from tests.support.scripts import load_script
 
 CATALOGUE = Path(__file__).resolve().parents[3] / "fixtures" / "catalogue" / "catalogue.jsonl"
 PACK = load_pack()
@@ -69,19 +70,7 @@ def test_every_catalogued_template_classifies_as_catalogued(entry):
     ), f"{entry['template']!r} -> {diagnosis.rule}"
 
 
-def _generator():
-    """scripts/gen_catalogue_rules.py, which decides which templates get a pattern."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[3] / "scripts" / "gen_catalogue_rules.py"
-    spec = importlib.util.spec_from_file_location("gen_catalogue_rules", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GENERATOR = _generator()
+GENERATOR = load_script("gen_catalogue_rules")  # it decides which templates get a pattern
 
 
 def test_the_generated_catalogue_rules_are_current():

@@ -28,6 +28,7 @@ from diagnostics.pack.catalogue import (
     row_of,
 )
 from diagnostics.pack.rules import load_pack
+from tests.support.scripts import load_script
 
 PACK = load_pack()
 CATALOGUE = load_catalogue()
@@ -172,15 +173,8 @@ def test_a_damaged_catalogue_is_refused():
 
 
 def test_the_shipped_catalogue_is_current_and_large():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[3] / "scripts" / "gen_catalogue_index.py"
-    spec = importlib.util.spec_from_file_location("gen_catalogue_index", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.OUT.read_text(encoding="utf-8") == module.render(), (
+    generator = load_script("gen_catalogue_index")
+    assert generator.OUT.read_text(encoding="utf-8") == generator.render(), (
         "rules/catalogue.json is not current: python scripts/gen_catalogue_index.py"
     )
     assert len(ROWS) > 3000

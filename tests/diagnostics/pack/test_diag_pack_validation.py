@@ -23,6 +23,11 @@ def _pack(tmp_path, body: str, name: str = "10-x.yaml"):
     return load_pack(tmp_path)
 
 
+def changed(old: str, new: str) -> str:
+    """A pack of ``GOOD`` with ``old`` changed to ``new``."""
+    return "rules:" + GOOD.replace(old, new)
+
+
 def test_a_good_pack_loads(tmp_path):
     pack = _pack(tmp_path, "rules:" + GOOD)
     assert [r.id for r in pack.rules] == ["some-rule"]
@@ -32,65 +37,65 @@ def test_a_good_pack_loads(tmp_path):
     ("body", "expected"),
     [
         ("rules: [\n  - id: x\n", "10-x.yaml: invalid YAML"),
-        ("rules:" + GOOD.replace("fix:", "fixx:"), "rule 'some-rule': unknown field(s) ['fixx']"),
+        (changed("fix:", "fixx:"), "rule 'some-rule': unknown field(s) ['fixx']"),
         (
-            "rules:" + GOOD.replace("    fix: 'lower MAX_MODEL_LEN'\n", ""),
+            changed("    fix: 'lower MAX_MODEL_LEN'\n", ""),
             "rule 'some-rule': field fix: missing",
         ),
         (
-            "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "out of (memory"),
+            changed("out of memory (?P<size>\\d+)", "out of (memory"),
             "rule 'some-rule': field patterns: bad regex",
         ),
         (
-            "rules:" + GOOD.replace("category: oom", "category: ooms"),
+            changed("category: oom", "category: ooms"),
             "rule 'some-rule': field category: 'ooms' is not one of",
         ),
         (
-            "rules:" + GOOD.replace("permanent: true", "permanent: false"),
+            changed("permanent: true", "permanent: false"),
             "rule 'some-rule': field permanent: category oom is permanent",
         ),
         (
-            "rules:" + GOOD.replace("({size})", "({bytes})"),
+            changed("({size})", "({bytes})"),
             "rule 'some-rule': field cause: '{bytes}' has no named capture",
         ),
-        ("rules:" + GOOD.replace("id: some-rule", "id: Some_Rule"), "field id: must be kebab-case"),
+        (changed("id: some-rule", "id: Some_Rule"), "field id: must be kebab-case"),
         ("rules:" + GOOD + GOOD, "rule 'some-rule': field id: duplicate"),
         (
-            "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "(?<=x)y(?P<size>1)"),
+            changed("out of memory (?P<size>\\d+)", "(?<=x)y(?P<size>1)"),
             "rule 'some-rule': field patterns: '(?<=x)y(?P<size>1)': RE2 cannot compile it",
         ),
         (
-            "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "\\p{Greek}(?P<size>1)"),
+            changed("out of memory (?P<size>\\d+)", "\\p{Greek}(?P<size>1)"),
             "rule 'some-rule': field patterns: '\\\\p{Greek}(?P<size>1)': pattern not supported by Hyperscan",
         ),
         (
-            "rules:" + GOOD.replace("out of memory (?P<size>\\d+)", "(a)\\1(?P<size>1)"),
+            changed("out of memory (?P<size>\\d+)", "(a)\\1(?P<size>1)"),
             "rule 'some-rule': field patterns: '(a)\\\\1(?P<size>1)': RE2 cannot compile it",
         ),
         (
-            "rules:" + GOOD.replace("({size})", "({size:d})"),
+            changed("({size})", "({size:d})"),
             "rule 'some-rule': field cause: '{size:d}': format specs and conversions are not allowed",
         ),
         (
-            "rules:" + GOOD.replace("({size})", "({size!r})"),
+            changed("({size})", "({size!r})"),
             "rule 'some-rule': field cause: '{size!r}': format specs and conversions are not allowed",
         ),
         (
-            "rules:" + GOOD.replace("({size})", "({size:>999999999})"),
+            changed("({size})", "({size:>999999999})"),
             "rule 'some-rule': field cause: '{size:>999999999}': format specs",
         ),
         (
-            "rules:" + GOOD.replace("({size})", "({size.real})"),
+            changed("({size})", "({size.real})"),
             "rule 'some-rule': field cause: '{size.real}' is not a capture name",
         ),
         (
-            "rules:" + GOOD.replace("    cause:", "    patterns: ['other']\n    cause:"),
+            changed("    cause:", "    patterns: ['other']\n    cause:"),
             "10-x.yaml: invalid YAML: duplicate key 'patterns'",
         ),
         ("rules: []\nrules: []", "duplicate key 'rules'"),
         ("rulez: []", "unknown top-level key(s) ['rulez']"),
         (
-            "rules:" + GOOD.replace("    cause:", "    when: {inside: [x]}\n    cause:"),
+            changed("    cause:", "    when: {inside: [x]}\n    cause:"),
             "rule 'some-rule': field when: allowed keys",
         ),
         (

@@ -45,6 +45,11 @@ def frame(path: str, function: str, line: int = 10) -> str:
     return f'  File "/usr/local/lib/python3.10/dist-packages/{path}", line {line}, in {function}'
 
 
+def raised_in(path: str, function: str, *after: str) -> list[str]:
+    """A traceback of one frame (``function`` in ``path``), then the ``after`` lines."""
+    return ["Traceback (most recent call last):", frame(path, function), *after]
+
+
 def test_the_committed_data_is_current():
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_provenance.py"), "--check"],
@@ -92,12 +97,12 @@ def test_a_frame_path_is_read_relative_to_its_project(path, expected):
 
 
 def test_an_unknown_value_error_raised_by_vllm_is_permanent_with_its_category(pack):
-    lines = [
-        "Traceback (most recent call last):",
-        frame("vllm/model_executor/layers/quantization/frobq.py", "get_quant_method"),
+    lines = raised_in(
+        "vllm/model_executor/layers/quantization/frobq.py",
+        "get_quant_method",
         "    raise ValueError(",
         "ValueError: frob-4 kernels need group_size 64, got 96",
-    ]
+    )
     diagnosis = classify_lines(lines, pack)
     assert (str(diagnosis.category), diagnosis.state) == (
         "model_requirement",
@@ -110,21 +115,17 @@ def test_an_unknown_value_error_raised_by_vllm_is_permanent_with_its_category(pa
 
 
 def test_a_runtime_error_keeps_the_permanence_of_its_category(pack):
-    lines = [
-        "Traceback (most recent call last):",
-        frame("vllm/worker/worker.py", "init_device"),
-        "RuntimeError: something odd happened",
-    ]
+    lines = raised_in(
+        "vllm/worker/worker.py", "init_device", "RuntimeError: something odd happened"
+    )
     diagnosis = classify_lines(lines, pack)
     assert (str(diagnosis.category), diagnosis.state) == ("other", State.FAILED_TRANSIENT)
 
 
 def test_an_error_outside_vllm_is_not_deterministic(pack):
-    lines = [
-        "Traceback (most recent call last):",
-        frame("transformers/modeling_utils.py", "from_pretrained"),
-        "ValueError: something in transformers",
-    ]
+    lines = raised_in(
+        "transformers/modeling_utils.py", "from_pretrained", "ValueError: something in transformers"
+    )
     assert classify_lines(lines, pack).state is State.FAILED_TRANSIENT
 
 

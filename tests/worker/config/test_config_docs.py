@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from types import ModuleType
 
 import pytest
 
+from tests.support.scripts import load_script
 from tests.support.vllm_env import ROOT
 from worker.config import flags as flagmod
 from worker.config.settings import WORKER_ENV
@@ -18,13 +18,7 @@ DOC = ROOT / "docs" / "configuration.md"
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gen_config_docs", ROOT / "scripts/gen_config_docs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_config_docs")
 
 
 def test_config_docs_are_current() -> None:

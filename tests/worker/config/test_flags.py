@@ -24,16 +24,38 @@ SPEC = '{"model": "org/draft", "num_speculative_tokens": 3, "method": "eagle3"}'
 
 
 @pytest.mark.parametrize(
+    ("setting", "flag"),
+    [
+        ("MAX_MODEL_LEN=4096", "--max-model-len"),
+        ("MAX_MODEL_LEN=32k", "--max-model-len"),
+        ("MAX_MODEL_LEN=1M", "--max-model-len"),
+        ("MAX_MODEL_LEN=auto", "--max-model-len"),
+        ("MAX_NUM_BATCHED_TOKENS=16k", "--max-num-batched-tokens"),
+        ("TENSOR_PARALLEL_SIZE=2", "--tensor-parallel-size"),
+        ("GPU_MEMORY_UTILIZATION=0.95", "--gpu-memory-utilization"),
+        ("MAX_PARALLEL_LOADING_WORKERS=None", "--max-parallel-loading-workers"),
+        (f"SPECULATIVE_CONFIG={SPEC}", "--speculative-config"),
+        ('HF_OVERRIDES={"rope_parameters": {"factor": 4.0}}', "--hf-overrides"),
+        ('LIMIT_MM_PER_PROMPT={"image": 2}', "--limit-mm-per-prompt"),
+        # A second long spelling of the same flag.
+        ("DEVICE_MEMORY_UTILIZATION=0.8", "--gpu-memory-utilization"),
+        # Aliases from the old worker-vllm.
+        ("MODEL_NAME=org/m", "--model"),
+        ("MODEL_REVISION=abc", "--revision"),
+        ("TOKENIZER_NAME=org/t", "--tokenizer"),
+        ("TOKENIZER_REVISION=def", "--tokenizer-revision"),
+        ("OPENAI_SERVED_MODEL_NAME_OVERRIDE=m", "--served-model-name"),
+        ("CUSTOM_CHAT_TEMPLATE={{ messages }}", "--chat-template"),
+    ],
+)
+def test_a_value_becomes_its_flag(setting: str, flag: str) -> None:
+    name, _, value = setting.partition("=")
+    _assert_becomes({name: value}, [flag, value])
+
+
+@pytest.mark.parametrize(
     ("env", "args"),
     [
-        ({"MAX_MODEL_LEN": "4096"}, ["--max-model-len", "4096"]),
-        ({"MAX_MODEL_LEN": "32k"}, ["--max-model-len", "32k"]),
-        ({"MAX_MODEL_LEN": "1M"}, ["--max-model-len", "1M"]),
-        ({"MAX_MODEL_LEN": "auto"}, ["--max-model-len", "auto"]),
-        ({"MAX_NUM_BATCHED_TOKENS": "16k"}, ["--max-num-batched-tokens", "16k"]),
-        ({"TENSOR_PARALLEL_SIZE": "2"}, ["--tensor-parallel-size", "2"]),
-        ({"GPU_MEMORY_UTILIZATION": "0.95"}, ["--gpu-memory-utilization", "0.95"]),
-        ({"MAX_PARALLEL_LOADING_WORKERS": "None"}, ["--max-parallel-loading-workers", "None"]),
         ({"ENFORCE_EAGER": "true"}, ["--enforce-eager"]),
         ({"ENFORCE_EAGER": "0"}, ["--no-enforce-eager"]),
         ({"ENABLE_PREFIX_CACHING": "false"}, ["--no-enable-prefix-caching"]),
@@ -41,12 +63,6 @@ SPEC = '{"model": "org/draft", "num_speculative_tokens": 3, "method": "eagle3"}'
         ({"TRUST_REMOTE_CODE": "YES"}, ["--trust-remote-code"]),
         ({"DISABLE_LOG_STATS": "true"}, ["--disable-log-stats"]),
         ({"DISABLE_LOG_STATS": "off"}, []),
-        ({"SPECULATIVE_CONFIG": SPEC}, ["--speculative-config", SPEC]),
-        (
-            {"HF_OVERRIDES": '{"rope_parameters": {"factor": 4.0}}'},
-            ["--hf-overrides", '{"rope_parameters": {"factor": 4.0}}'],
-        ),
-        ({"LIMIT_MM_PER_PROMPT": '{"image": 2}'}, ["--limit-mm-per-prompt", '{"image": 2}']),
         ({"DTYPE": "  bfloat16\n"}, ["--dtype", "bfloat16"]),
         ({"MAX_MODEL_LEN": ""}, []),
         ({"ENFORCE_EAGER": "   "}, []),
@@ -62,15 +78,6 @@ SPEC = '{"model": "org/draft", "num_speculative_tokens": 3, "method": "eagle3"}'
             ["--lora-modules", '{"name": "x", "path": "/l"}', "y=/m"],
         ),
         ({"MIDDLEWARE": "a.b c.d"}, ["--middleware", "a.b", "--middleware", "c.d"]),
-        # A second long spelling of the same flag.
-        ({"DEVICE_MEMORY_UTILIZATION": "0.8"}, ["--gpu-memory-utilization", "0.8"]),
-        # Aliases from the old worker-vllm.
-        ({"MODEL_NAME": "org/m"}, ["--model", "org/m"]),
-        ({"MODEL_REVISION": "abc"}, ["--revision", "abc"]),
-        ({"TOKENIZER_NAME": "org/t"}, ["--tokenizer", "org/t"]),
-        ({"TOKENIZER_REVISION": "def"}, ["--tokenizer-revision", "def"]),
-        ({"OPENAI_SERVED_MODEL_NAME_OVERRIDE": "m"}, ["--served-model-name", "m"]),
-        ({"CUSTOM_CHAT_TEMPLATE": "{{ messages }}"}, ["--chat-template", "{{ messages }}"]),
         # Unrelated environment and the worker's own settings never become flags.
         ({"PATH": "/bin", "HOME": "/root", "SSL_CERT_FILE": "/c.pem", "RUNPOD_POD_ID": "x"}, []),
         ({"MAX_CONCURRENCY": "5", "VLLM_PORT": "8001", "REQUEST_TIMEOUT": "9"}, []),
@@ -79,6 +86,10 @@ SPEC = '{"model": "org/draft", "num_speculative_tokens": 3, "method": "eagle3"}'
     ],
 )
 def test_env_becomes_flags(env: dict[str, str], args: list[str]) -> None:
+    _assert_becomes(env, args)
+
+
+def _assert_becomes(env: dict[str, str], args: list[str]) -> None:
     result = build_args(env)
     assert result.args == args
     assert result.warnings == []

@@ -11,21 +11,21 @@ the memory measured is the worker's. RSS is read with psutil, sampled every 20 m
 from __future__ import annotations
 
 import contextlib
-import resource
 import select
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
-from tests.support.vllm_env import ROOT, events, free_port, worker_env
+from tests.support.raw_http import read_answer, status_of
+from tests.support.vllm_env import events, free_port, running_worker, worker_env
 from tests.worker.lb.test_lb_worker import TRANSIENT, client, health_until
 
 SINK = f"{sys.executable} -m tests.worker.lb.sink_vllm"
@@ -52,37 +52,6 @@ def limits_env(tmp: Path, command: str = SINK, **extra: str) -> dict[str, str]:
     return worker_env(tmp, **{**settings, **extra})
 
 
-def spawn(env: dict[str, str], log_dir: Path, nofile: int | None = None) -> subprocess.Popen:
-    def limit() -> None:
-        if nofile is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
-    with (log_dir / "worker.out").open("wb") as out, (log_dir / "worker.err").open("wb") as err:
-        return subprocess.Popen(
-            [sys.executable, "-m", "worker"],
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,
-            stdout=out,
-            stderr=err,
-            preexec_fn=limit,
-        )
-
-
-@contextlib.contextmanager
-def worker(env: dict[str, str], log_dir: Path, nofile: int | None = None) -> Iterator:
-    proc = spawn(env, log_dir, nofile)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            import os
-            import signal
-
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
 class Ready:
     def __init__(self, proc: subprocess.Popen, env: dict[str, str]) -> None:
         self.proc = proc
@@ -98,7 +67,7 @@ class Ready:
 def ready(tmp_path_factory) -> Iterator[Ready]:
     log_dir = tmp_path_factory.mktemp("lb-limits")
     env = limits_env(log_dir)
-    with worker(env, log_dir) as proc:
+    with running_worker(env, log_dir) as proc:
         assert health_until(int(env["PORT_HEALTH"]), "/ping", 200)[-1] == 200
         yield Ready(proc, env)
 
@@ -122,22 +91,6 @@ def peak_rss(ready: Ready) -> Iterator[list[float]]:
     finally:
         done.set()
         thread.join()
-
-
-def read_answer(sock: socket.socket, timeout: float = 10.0) -> bytes:
-    """Everything the server sends until it closes (or ``timeout``)."""
-    sock.settimeout(timeout)
-    chunks = []
-    with contextlib.suppress(OSError):
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def status_of(answer: bytes) -> int | None:
-    if not answer.startswith(b"HTTP/1.1 "):
-        return None
-    return int(answer[9:12])
 
 
 def send_until_answered(port: int, head: bytes, filler: bytes, total: int) -> tuple[bytes, int]:
@@ -231,11 +184,29 @@ def test_health_answers_at_once_while_port_is_sent_a_160_mib_header(ready, relia
     )
 
 
-def test_slow_headers_are_answered_408_at_the_header_timeout(ready, reliability):
-    # Was: 200 connections dribbling headers for 25 s all stayed open.
-    socks = [socket.create_connection(("127.0.0.1", ready.port), timeout=30) for _ in range(50)]
+def _all_answered_408(
+    port: int, send: Callable[[list[socket.socket]], None], limit_s: float, setting: bytes
+) -> float:
+    """50 connections to ``port``, ``send`` writing on them: each must be answered 408
+    naming ``setting`` within ``limit_s`` (+3 s); the seconds the last answer took."""
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(50)]
     try:
         started = time.monotonic()
+        send(socks)
+        answers = [read_answer(sock, timeout=limit_s + 5) for sock in socks]
+        elapsed = time.monotonic() - started
+    finally:
+        for sock in socks:
+            sock.close()
+    assert [status_of(a) for a in answers] == [408] * len(socks), answers[0][:300]
+    assert setting in answers[0]
+    assert elapsed < limit_s + 3
+    return elapsed
+
+
+def test_slow_headers_are_answered_408_at_the_header_timeout(ready, reliability):
+    # Was: 200 connections dribbling headers for 25 s all stayed open.
+    def dribble(socks: list[socket.socket]) -> None:
         for sock in socks:
             sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
         for _ in range(3):  # a byte every 0.3 s: never done
@@ -243,14 +214,8 @@ def test_slow_headers_are_answered_408_at_the_header_timeout(ready, reliability)
             for sock in socks:
                 with contextlib.suppress(OSError):
                     sock.sendall(b"X")
-        answers = [read_answer(sock, timeout=HEADER_TIMEOUT_S + 5) for sock in socks]
-        elapsed = time.monotonic() - started
-    finally:
-        for sock in socks:
-            sock.close()
-    assert [status_of(a) for a in answers] == [408] * len(socks), answers[0][:200]
-    assert b"LB_HEADER_TIMEOUT" in answers[0]
-    assert elapsed < HEADER_TIMEOUT_S + 3
+
+    elapsed = _all_answered_408(ready.port, dribble, HEADER_TIMEOUT_S, b"LB_HEADER_TIMEOUT")
     reliability(
         "50 connections dribbling headers, a byte every 0.3 s (was: 200 all held 25 s)",
         "ready",
@@ -270,19 +235,12 @@ def test_a_connection_that_sends_nothing_is_closed_with_408(ready):
 def test_a_stalled_body_is_answered_408_at_the_body_timeout(ready, reliability):
     # Was: 50 bodies stopped after one byte were held 20 s unanswered.
     head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
-    socks = [socket.create_connection(("127.0.0.1", ready.port), timeout=30) for _ in range(50)]
-    try:
-        started = time.monotonic()
+
+    def send_head(socks: list[socket.socket]) -> None:
         for sock in socks:
             sock.sendall(head)
-        answers = [read_answer(sock, timeout=BODY_TIMEOUT_S + 5) for sock in socks]
-        elapsed = time.monotonic() - started
-    finally:
-        for sock in socks:
-            sock.close()
-    assert [status_of(a) for a in answers] == [408] * len(socks), answers[0][:300]
-    assert b"LB_BODY_TIMEOUT" in answers[0]
-    assert elapsed < BODY_TIMEOUT_S + 3
+
+    elapsed = _all_answered_408(ready.port, send_head, BODY_TIMEOUT_S, b"LB_BODY_TIMEOUT")
     reliability(
         "50 request bodies stopped after 1 byte (was: held 20 s unanswered)",
         "ready",
@@ -351,7 +309,7 @@ def test_idle_half_requests_at_the_descriptor_limit_leave_the_health_check_answe
     # a real request got no answer.
     env = limits_env(tmp_path, LB_HEADER_TIMEOUT="3")
     port, health_port = int(env["PORT"]), int(env["PORT_HEALTH"])
-    with worker(env, tmp_path, nofile=256) as proc:
+    with running_worker(env, tmp_path, nofile=256) as proc:
         assert health_until(health_port, "/ping", 200)[-1] == 200
         socks = []
         try:
@@ -402,7 +360,7 @@ def test_every_accepted_connection_gets_a_status_at_the_transient_exit(tmp_path,
         LB_HEADER_TIMEOUT="10",
     )
     port, health_port = int(env["PORT"]), int(env["PORT_HEALTH"])
-    with worker(env, tmp_path) as proc:
+    with running_worker(env, tmp_path) as proc:
         assert health_until(health_port, "/ping", 503)[-1] == 503
 
         def connect(where: int) -> socket.socket:
@@ -459,7 +417,7 @@ def test_a_shared_health_port_keeps_a_few_connections_for_the_health_check(tmp_p
     env = limits_env(tmp_path, LB_MAX_CONNECTIONS="2", LB_HEADER_TIMEOUT="30")
     del env["PORT_HEALTH"]
     port = int(env["PORT"])
-    with worker(env, tmp_path) as proc:
+    with running_worker(env, tmp_path) as proc:
         assert health_until(port, "/ping", 200)[-1] == 200
         time.sleep(0.2)  # the probe's connection is gone
         holders = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(2)]
@@ -487,7 +445,7 @@ def test_an_early_answer_keeps_the_connection_for_a_small_body_and_closes_it_for
     # one (more than 1 MiB to come) is told connection: close and not read.
     env = limits_env(tmp_path, f"{sys.executable} -m tests.support.vllm_standin --loading")
     port = int(env["PORT"])
-    with worker(env, tmp_path):
+    with running_worker(env, tmp_path):
         assert health_until(int(env["PORT_HEALTH"]), "/ping", 204) == [204]
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             for _ in range(3):

@@ -9,20 +9,25 @@ one is not needed (tests/integration/test_lb.py runs the real one):
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.support.answers import too_long_answer
-from tests.support.vllm_env import ROOT, events, free_port, group_alive, start_worker, worker_env
+from tests.support.vllm_env import (
+    ROOT,
+    events,
+    free_port,
+    group_alive,
+    running_worker,
+    worker_env,
+)
 
 STANDIN = f"{sys.executable} -m tests.support.vllm_standin"
 PERMANENT = ROOT / "fixtures/vllm-0.32/max-model-len-too-large.log"
@@ -77,22 +82,11 @@ def stop(proc) -> int:
     return proc.wait(60)
 
 
-@contextlib.contextmanager
-def running(env: dict[str, str], log_dir: Path) -> Iterator:
-    proc = start_worker(env, log_dir)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
 def test_before_ready_every_request_gets_503_retry_after_and_the_phase(tmp_path):
     # PORT_HEALTH unset: the health check shares PORT, at the configured path.
     env = lb_env(tmp_path, f"{STANDIN} --loading", HEALTH_CHECK_PATH="/healthz")
     port = int(env["PORT"])
-    with running(env, tmp_path) as proc:
+    with running_worker(env, tmp_path) as proc:
         assert health_until(port, "/healthz", 204) == [204]
         with client(port) as http:
             phase = None
@@ -117,7 +111,7 @@ def test_permanent_failure_health_200_and_every_request_gets_the_diagnosis(tmp_p
     env = lb_env(tmp_path, f"{sys.executable} -m tests.support.replay_log {PERMANENT} 1")
     env["PORT_HEALTH"] = str(free_port())
     port, health_port = int(env["PORT"]), int(env["PORT_HEALTH"])
-    with running(env, tmp_path) as proc:
+    with running_worker(env, tmp_path) as proc:
         assert set(health_until(health_port, "/ping", 200)) <= {204, 200}
         with client(port) as http:
             answers = [
@@ -142,7 +136,7 @@ def test_permanent_failure_health_200_and_every_request_gets_the_diagnosis(tmp_p
 def test_invalid_setting_is_answered_on_the_ports_without_starting_vllm(tmp_path):
     env = lb_env(tmp_path, STANDIN, ENFORCE_EAGER="maybe")
     port = int(env["PORT"])
-    with running(env, tmp_path) as proc:
+    with running_worker(env, tmp_path) as proc:
         assert health_until(port, "/ping", 200)[-1] == 200
         with client(port) as http:
             answer = http.post("/v1/completions", json={"prompt": "hi"})
@@ -161,7 +155,7 @@ def test_transient_failure_health_5xx_one_answer_then_exit_nonzero(tmp_path):
         TRANSIENT_ANSWER_TIMEOUT="120",  # the exit must come from the answer
     )
     env["PORT_HEALTH"] = str(free_port())
-    with running(env, tmp_path) as proc:
+    with running_worker(env, tmp_path) as proc:
         assert health_until(int(env["PORT_HEALTH"]), "/ping", 503)[-1] == 503
         with client(int(env["PORT"])) as http:
             answer = http.post("/v1/chat/completions", json={"messages": []})
@@ -176,7 +170,7 @@ def test_transient_failure_health_5xx_one_answer_then_exit_nonzero(tmp_path):
 def test_ready_passes_everything_through_and_drains_on_sigterm(tmp_path):
     env = lb_env(tmp_path, STANDIN)
     port, upstream = int(env["PORT"]), int(env["VLLM_PORT"])
-    with running(env, tmp_path) as proc:
+    with running_worker(env, tmp_path) as proc:
         assert health_until(port, "/ping", 200)[-1] == 200
 
         # Every method; path as sent, query, headers and status kept both ways.
@@ -238,7 +232,7 @@ def test_ready_passes_everything_through_and_drains_on_sigterm(tmp_path):
 def test_vllm_dying_after_ready_answers_once_then_exits_nonzero(tmp_path):
     env = lb_env(tmp_path, STANDIN, TRANSIENT_ANSWER_TIMEOUT="120")
     port = int(env["PORT"])
-    with running(env, tmp_path) as proc:
+    with running_worker(env, tmp_path) as proc:
         assert health_until(port, "/ping", 200)[-1] == 200
         os.killpg(vllm_pgid(tmp_path), signal.SIGKILL)
         assert health_until(port, "/ping", 503)[-1] == 503
@@ -269,7 +263,7 @@ def test_no_request_target_reaches_any_address_but_vllm(tmp_path):
     canary_port = canary.getsockname()[1]
     env = lb_env(tmp_path, STANDIN)
     port = int(env["PORT"])
-    with canary, running(env, tmp_path):
+    with canary, running_worker(env, tmp_path):
         assert health_until(port, "/ping", 200)[-1] == 200
         for line in (
             f"GET *@127.0.0.1:{canary_port}/v1/models HTTP/1.1",

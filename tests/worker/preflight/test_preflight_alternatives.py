@@ -12,20 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 from diagnostics import classify_lines, load_pack
+from tests.support.model_configs import LLAMA_8B, LLAMA_70B
 from tests.support.vllm_env import ROOT
 from worker.modelinfo.facts import ModelFacts
 from worker.preflight import run
 from worker.seams.gpus import GIB, Gpu, HostMemory, Inventory
 
 PACK = load_pack()
-LLAMA_8B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
-    "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
-    "torch_dtype": "bfloat16",
-}  # fmt: skip
-LLAMA_70B = {**LLAMA_8B, "num_hidden_layers": 80, "hidden_size": 8192,
-             "intermediate_size": 28672, "num_attention_heads": 64}  # fmt: skip
 AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
 LLAMA_405B = {**LLAMA_8B, "num_hidden_layers": 126, "hidden_size": 16384,
               "intermediate_size": 53248, "num_attention_heads": 128}  # fmt: skip

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.model_configs import llama_config
 from worker.preflight import checks
 from worker.preflight.registry import load_registry
 from worker.preflight.request import read_request
 
 REG = load_registry()
-LLAMA = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "max_position_embeddings": 2048,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 32,
-    "hidden_size": 4096,
-}
+LLAMA = llama_config(layers=32, hidden=4096, heads=32, kv_heads=8, max_position_embeddings=2048)
 
 
 def req(*args: str, model: str = "org/m", config: dict | None = None):

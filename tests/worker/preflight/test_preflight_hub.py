@@ -13,21 +13,13 @@ import pytest
 
 from diagnostics import Category, State, load_pack
 from tests.support.hub_server import Described, HubServer
+from tests.support.model_configs import TINY_LLAMA
 from worker.preflight import disk, run_preflight
 from worker.seams.gpus import GIB, HostMemory, Inventory
 
 OK, GATED, BIG, DOWN, BUSY = "org/ok", "org/gated", "org/big", "org/down", "org/busy"
 PACK = load_pack()
-CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "max_position_embeddings": 2048,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "num_hidden_layers": 2,
-    "hidden_size": 128,
-    "torch_dtype": "float32",
-}
+CONFIG = TINY_LLAMA
 BIG_WEIGHTS = {  # a 70B model in bf16: 141 GB, described only
     "model-00001-of-00002.safetensors": Described(80 * 10**9, {"BF16": 40 * 10**9}),
     "model-00002-of-00002.safetensors": Described(61 * 10**9, {"BF16": 30_500_000_000}),

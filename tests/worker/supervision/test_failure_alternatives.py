@@ -10,6 +10,7 @@ import json
 from types import SimpleNamespace
 
 from diagnostics import State, classify_lines, load_pack
+from tests.support.model_configs import LLAMA_70B
 from tests.support.vllm_env import ROOT
 from worker.modelinfo.facts import ModelFacts
 from worker.preflight import plan
@@ -20,12 +21,10 @@ from worker.supervision.machine import WorkerState
 
 PACK = load_pack()
 AWQ_70B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 80,
-    "hidden_size": 8192, "intermediate_size": 28672, "num_attention_heads": 64,
-    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+    **LLAMA_70B,
     "torch_dtype": "float16",
     "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128},
-}  # fmt: skip
+}
 A5000 = Inventory(gpus=(Gpu(0, "NVIDIA RTX A5000", int(23.58 * GIB), int(23.3 * GIB), (8, 6)),))
 
 

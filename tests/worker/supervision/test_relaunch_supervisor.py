@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from diagnostics import State, load_pack
-from tests.support.vllm_env import ROOT, free_port, group_alive
+from tests.support.supervising import FAST, settle, stop
+from tests.support.vllm_env import ROOT, free_port
 from worker.config.settings import load_settings
 from worker.crashloop.breaker import LEDGER_NAME
 from worker.preflight import PreflightResult
 from worker.supervision import relaunch_apply as relaunch
-from worker.supervision.supervisor import Supervisor, Timing
+from worker.supervision.supervisor import Supervisor
 
 PACK = load_pack()
-FAST = Timing(sample_every_s=0.05, progress_every_s=5.0, linger_after_fatal_s=0.3)
 FIXTURES = ROOT / "fixtures"
 _OOM_LOG = FIXTURES / "corpus/oom/vllm-19964-ci-bnb-embedding-cudagraph-capture-oom.log"
 _KV_LOG = FIXTURES / "vllm-0.32/kv-cache-below-max-len.log"
@@ -85,18 +85,6 @@ def _supervisor(tmp_path: Path, steps: list[dict], **extra: str) -> Supervisor:
     )
 
 
-def _settle(supervisor: Supervisor) -> State:
-    supervisor.run_in_thread()
-    assert supervisor.settled.wait(30)
-    return supervisor.state
-
-
-def _stop(supervisor: Supervisor) -> None:
-    supervisor.request_stop()
-    assert supervisor.wait_stopped(30)
-    assert supervisor.process.pid is None or not group_alive(supervisor.process.pid)
-
-
 def _starts(tmp_path: Path) -> list[dict]:
     text = (tmp_path / "script.json.starts").read_text()
     return [json.loads(line) for line in text.splitlines()]
@@ -110,7 +98,7 @@ def _ledger(tmp_path: Path) -> list[str]:
 
 def test_out_of_memory_capturing_graphs_relaunches_eager_with_a_smaller_batch(tmp_path):
     supervisor = _supervisor(tmp_path, [OOM_START, SERVE])
-    assert _settle(supervisor) is State.READY
+    assert settle(supervisor) is State.READY
     first, second = _starts(tmp_path)
     assert "--enforce-eager" not in first["args"]
     assert "--enforce-eager" in second["args"]
@@ -118,53 +106,53 @@ def test_out_of_memory_capturing_graphs_relaunches_eager_with_a_smaller_batch(tm
     info = supervisor.start_info()
     assert [r["kind"] for r in info["relaunches"]] == ["relax"]
     assert info["max_model_len"] == 2048 and info["estimate"]["weights_fit"] is True
-    _stop(supervisor)
+    stop(supervisor)
 
 
 def test_what_the_user_set_is_kept_and_auto_relax_false_turns_it_off(tmp_path):
     supervisor = _supervisor(tmp_path, [OOM_START, SERVE], ENFORCE_EAGER="false")
-    assert _settle(supervisor) is State.READY
+    assert settle(supervisor) is State.READY
     second = _starts(tmp_path)[1]["args"]
     assert "--no-enforce-eager" in second and "--enforce-eager" not in second
     assert "--max-num-batched-tokens" in second
-    _stop(supervisor)
+    stop(supervisor)
 
     off = tmp_path / "off"
     off.mkdir()
     supervisor = _supervisor(off, [OOM_START, SERVE], AUTO_RELAX="false")
-    assert _settle(supervisor) is State.FAILED_PERMANENT
+    assert settle(supervisor) is State.FAILED_PERMANENT
     assert supervisor.diagnosis is not None and supervisor.diagnosis.rule == "cuda-oom-allocate"
     assert len(_starts(off)) == 1
-    _stop(supervisor)
+    stop(supervisor)
 
 
 def test_a_vanished_revision_relaunches_on_the_default_branch(tmp_path):
     gone = {"say": [REVISION_GONE], "then": "exit:1"}
     supervisor = _supervisor(tmp_path, [gone, SERVE], MODEL_REVISION="v2-preview")
-    assert _settle(supervisor) is State.READY
+    assert settle(supervisor) is State.READY
     first, second = _starts(tmp_path)
     assert "v2-preview" in first["args"] and "--revision" not in second["args"]
-    _stop(supervisor)
+    stop(supervisor)
 
 
 def test_a_pinned_revision_is_never_replaced(tmp_path):
     commit = "0123456789abcdef0123456789abcdef01234567"
     gone = {"say": [REVISION_GONE.replace("v2-preview", commit)], "then": "exit:1"}
     supervisor = _supervisor(tmp_path, [gone, SERVE], MODEL_REVISION=commit)
-    assert _settle(supervisor) is State.FAILED_PERMANENT
+    assert settle(supervisor) is State.FAILED_PERMANENT
     assert supervisor.diagnosis is not None and supervisor.diagnosis.rule == "repo-not-found"
     assert len(_starts(tmp_path)) == 1
-    _stop(supervisor)
+    stop(supervisor)
 
 
 def test_a_full_compile_cache_volume_moves_the_cache_to_the_container_disk(tmp_path):
     volume = tmp_path / "volume"
     supervisor = _supervisor(tmp_path, [_disk_full(volume), SERVE])
-    assert _settle(supervisor) is State.READY
+    assert settle(supervisor) is State.READY
     first, second = _starts(tmp_path)
     assert first["VLLM_CACHE_ROOT"] == str(volume / "vllm-cache")
     assert second["VLLM_CACHE_ROOT"] == str(Path(tempfile.gettempdir()) / "vllm-cache")
-    _stop(supervisor)
+    stop(supervisor)
 
 
 def test_auto_length_on_a_vllm_without_auto_starts_at_the_estimate_then_at_vllms(
@@ -173,21 +161,21 @@ def test_auto_length_on_a_vllm_without_auto_starts_at_the_estimate_then_at_vllms
     monkeypatch.setattr(relaunch, "vllm_has_auto", lambda: False)
     short = {"say": [LOADING, KV_SHORTFALL], "then": "exit:1"}
     supervisor = _supervisor(tmp_path, [short, SERVE], MAX_MODEL_LEN="auto")
-    assert _settle(supervisor) is State.READY
+    assert settle(supervisor) is State.READY
     first, second = _starts(tmp_path)
     assert first["args"][first["args"].index("--max-model-len") + 1] == "976"  # the estimate
     assert second["args"][second["args"].index("--max-model-len") + 1] == "768"  # vLLM's
     assert supervisor.start_info()["max_model_len"] == 768
-    _stop(supervisor)
+    stop(supervisor)
 
 
 def test_a_length_set_is_not_relaunched(tmp_path):
     short = {"say": [LOADING, KV_SHORTFALL], "then": "exit:1"}
     supervisor = _supervisor(tmp_path, [short, SERVE], MAX_MODEL_LEN="2048")
-    assert _settle(supervisor) is State.FAILED_PERMANENT
+    assert settle(supervisor) is State.FAILED_PERMANENT
     assert "Set MAX_MODEL_LEN to 768 or less" in str(supervisor.diagnosis.message)
     assert len(_starts(tmp_path)) == 1
-    _stop(supervisor)
+    stop(supervisor)
 
 
 def test_at_most_two_relaunches_each_counted_by_the_breaker(tmp_path):
@@ -196,20 +184,20 @@ def test_at_most_two_relaunches_each_counted_by_the_breaker(tmp_path):
     gone = {"say": [REVISION_GONE], "then": "exit:1"}
     steps = [OOM_START, _disk_full(tmp_path / "volume"), gone, SERVE]
     supervisor = _supervisor(tmp_path, steps, MODEL_REVISION="v2-preview")
-    assert _settle(supervisor) is State.FAILED_PERMANENT
+    assert settle(supervisor) is State.FAILED_PERMANENT
     assert supervisor.diagnosis is not None and supervisor.diagnosis.rule == "repo-not-found"
     assert len(_starts(tmp_path)) == 3
     kinds = [r["kind"] for r in supervisor.start_info()["relaunches"]]
     assert kinds == ["relax", "compile_cache"]
     assert _ledger(tmp_path) == ["relaunch:relax", "relaunch:compile_cache"]
-    _stop(supervisor)
+    stop(supervisor)
 
 
 def test_the_same_relaunch_is_never_repeated(tmp_path):
     supervisor = _supervisor(tmp_path, [OOM_START, OOM_START, SERVE])
-    assert _settle(supervisor) is State.FAILED_PERMANENT
+    assert settle(supervisor) is State.FAILED_PERMANENT
     assert len(_starts(tmp_path)) == 2
-    _stop(supervisor)
+    stop(supervisor)
 
 
 @pytest.mark.parametrize("recorded", [3])
@@ -219,6 +207,6 @@ def test_a_breaker_at_its_limit_allows_no_relaunch(tmp_path, recorded):
     assert breaker is not None
     for _ in range(recorded):
         breaker.relaunched("relax")
-    assert _settle(supervisor) is State.FAILED_PERMANENT
+    assert settle(supervisor) is State.FAILED_PERMANENT
     assert len(_starts(tmp_path)) == 1
-    _stop(supervisor)
+    stop(supervisor)

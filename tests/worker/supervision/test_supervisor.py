@@ -19,13 +19,13 @@ import pytest
 
 from diagnostics import Category, State, load_pack
 from tests.support.scripted_vllm import standin_env
-from tests.support.vllm_env import ROOT, group_alive
+from tests.support.supervising import FAST, settle, stop
+from tests.support.vllm_env import ROOT
 from worker.config.settings import fallback_settings, load_settings
 from worker.supervision.failure import config_failure
-from worker.supervision.supervisor import Supervisor, Timing
+from worker.supervision.supervisor import Supervisor
 
 PACK = load_pack()
-FAST = Timing(sample_every_s=0.05, progress_every_s=5.0, linger_after_fatal_s=0.3)
 OOM = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
     "total capacity of 79.25 GiB of which 1.12 GiB is free."
@@ -37,26 +37,14 @@ def _supervisor(tmp_path: Path, script: list[str], **extra: str) -> Supervisor:
     return Supervisor(load_settings(env), PACK, env, passthrough=io.BytesIO(), timing=FAST)
 
 
-def _settle(supervisor: Supervisor) -> State:
-    supervisor.run_in_thread()
-    assert supervisor.settled.wait(30)
-    return supervisor.state
-
-
-def _stop(supervisor: Supervisor) -> None:
-    supervisor.request_stop()
-    assert supervisor.wait_stopped(30)
-    assert supervisor.process.pid is None or not group_alive(supervisor.process.pid)
-
-
 def test_silence_while_loading_is_a_stall(tmp_path):
     supervisor = _supervisor(
         tmp_path,
         ["--say", "INFO Starting to load model stand-in", "hang"],
         VLLM_STALL_TIMEOUT="0.3",
     )
-    assert _settle(supervisor) is State.FAILED_TRANSIENT
-    _stop(supervisor)
+    assert settle(supervisor) is State.FAILED_TRANSIENT
+    stop(supervisor)
     diagnosis = supervisor.diagnosis
     assert diagnosis is not None and diagnosis.rule == "startup-timeout"
     assert "stalled while loading" in str(diagnosis.cause)
@@ -65,8 +53,8 @@ def test_silence_while_loading_is_a_stall(tmp_path):
 
 def test_output_without_progress_hits_the_startup_limit(tmp_path):
     supervisor = _supervisor(tmp_path, ["chatter"], VLLM_STARTUP_TIMEOUT="0.5")
-    assert _settle(supervisor) is State.FAILED_TRANSIENT
-    _stop(supervisor)
+    assert settle(supervisor) is State.FAILED_TRANSIENT
+    stop(supervisor)
     assert supervisor.diagnosis is not None
     assert "VLLM_STARTUP_TIMEOUT=0.5" in str(supervisor.diagnosis.cause)
     assert "it was starting" in str(supervisor.diagnosis.cause)
@@ -76,8 +64,8 @@ def test_a_fatal_line_then_a_hang_settles_after_the_wait(tmp_path):
     """vLLM sometimes hangs after its fatal error: the output's diagnosis is taken once the
     fatal wait is over, without waiting for the stall limit."""
     supervisor = _supervisor(tmp_path, ["--say", OOM, "hang"])
-    assert _settle(supervisor) is State.FAILED_PERMANENT
-    _stop(supervisor)
+    assert settle(supervisor) is State.FAILED_PERMANENT
+    stop(supervisor)
     assert supervisor.diagnosis is not None
     assert (supervisor.diagnosis.category, supervisor.diagnosis.rule) == (
         Category.OOM,
@@ -91,7 +79,7 @@ def test_vllm_dying_after_ready_fails_transiently_and_says_so(tmp_path):
     supervisor.on_died = died.set
     seen: list[State] = []
     supervisor.effects.observers.append(seen.append)
-    assert _settle(supervisor) is State.READY
+    assert settle(supervisor) is State.READY
     httpx.get(f"http://127.0.0.1:{supervisor.settings.vllm_port}/die")
     assert died.wait(30)
     assert supervisor.wait_stopped(30)
@@ -102,8 +90,8 @@ def test_vllm_dying_after_ready_fails_transiently_and_says_so(tmp_path):
 
 def test_a_requested_stop_while_ready_ends_stopped(tmp_path):
     supervisor = _supervisor(tmp_path, ["serve"])
-    assert _settle(supervisor) is State.READY
-    _stop(supervisor)
+    assert settle(supervisor) is State.READY
+    stop(supervisor)
     assert supervisor.state is State.STOPPED
     assert supervisor.diagnosis is None
 
@@ -115,7 +103,7 @@ def test_a_command_that_cannot_run_is_a_configuration_failure(tmp_path):
         "BASE_PATH": str(tmp_path),
     }
     supervisor = Supervisor(load_settings(env), PACK, env, passthrough=io.BytesIO())
-    assert _settle(supervisor) is State.FAILED_PERMANENT
+    assert settle(supervisor) is State.FAILED_PERMANENT
     assert supervisor.diagnosis is not None and supervisor.diagnosis.rule == "invalid-setting"
     assert "VLLM_COMMAND" in str(supervisor.diagnosis.message)
 
@@ -143,8 +131,8 @@ def test_the_third_transient_failure_in_a_row_trips_the_breaker(tmp_path):
             BASE_PATH=str(volume),
             CRASH_LOOP_LIMIT="2",
         )
-        states.append(_settle(supervisor))
-        _stop(supervisor)
+        states.append(settle(supervisor))
+        stop(supervisor)
     assert states == [State.FAILED_TRANSIENT, State.FAILED_TRANSIENT, State.FAILED_PERMANENT]
     assert supervisor.diagnosis is not None and supervisor.diagnosis.rule == "crash-loop-breaker"
 
@@ -177,7 +165,7 @@ def test_recorded_vllm_failures_settle_by_their_category(tmp_path, row):
     }
     supervisor = Supervisor(load_settings(env), PACK, env, passthrough=io.BytesIO(), timing=FAST)
     expected = State.FAILED_PERMANENT if row["permanent"] else State.FAILED_TRANSIENT
-    assert _settle(supervisor) is expected
+    assert settle(supervisor) is expected
     assert supervisor.wait_stopped(30)
     assert supervisor.diagnosis is not None
     assert str(supervisor.diagnosis.category) == row["category"]
