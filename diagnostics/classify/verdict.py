@@ -139,8 +139,18 @@ def _judged(
         rule=f"{how}-{str(category).replace('_', '-')}",
         evidence=evidence,
         cause=" ".join(redactor(cause).split()),
-        fix=_FIX.get(category, _OTHER_FIX),
+        fix=_FIX.get(category, _OTHER_FIX) + _RESTART.get((category.permanent, permanent), ""),
     )
+
+
+# What a restart does, by (the category is a permanent one, this start was judged so).
+_RESTART = {
+    (True, True): " A restart on the same settings fails the same way.",
+    # Where the paste stops is not known to be where it was raised: it may be a frame on
+    # the way to a host fault.
+    (True, False): " Where the log stops is not known to be where the error was raised, so "
+    "a restart may help; if it fails the same way, do this.",
+}
 
 
 def ends_in_traceback(evidence: Evidence | None) -> Diagnosis:
@@ -197,7 +207,7 @@ _LOG_FILE = re.compile(
 _EXC = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Za-z_]\w*)(?:\([\w.]+\))?(?::|$)")
 _FIX = {
     Category.BAD_CONFIG: "Change the option the message names (an env var, VLLM_EXTRA_ARGS or "
-    "VLLM_CONFIG_FILE); a restart on the same settings fails the same way.",
+    "VLLM_CONFIG_FILE).",
     Category.MODEL_REQUIREMENT: "The model or an option needs what this vLLM or GPU does not "
     "offer: change the option the message names, the model, or the image/GPU type.",
     Category.KV_CACHE: "Lower MAX_MODEL_LEN or MAX_NUM_SEQS, or raise GPU_MEMORY_UTILIZATION.",

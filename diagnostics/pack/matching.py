@@ -23,6 +23,7 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would print its own complaint to stderr
 _LEADING_FLAGS = re.compile(r"^\(\?([a-zA-Z]+)\)")
 _ANCHOR_MARKS = ("^", "$", "\\A", "\\z", "\\Z")  # what prefilter_form may drop
+_PREFILTER_FORM = b"prefilter-form-1"  # bump when prefilter_form changes what it returns
 
 
 class RegexError(ValueError):
@@ -124,13 +125,16 @@ def hyperscan_database(expressions: list[str], single_match: bool = False) -> hy
     mode = hyperscan.HS_MODE_BLOCK
     # No UTF-8 mode: logs may hold invalid UTF-8, which that mode does not allow.
     flag = hyperscan.HS_FLAG_ALLOWEMPTY | (hyperscan.HS_FLAG_SINGLEMATCH if single_match else 0)
-    compiled = [prefilter_form(e).encode("utf-8") for e in expressions]
     ids = list(range(len(expressions)))
     flags = [flag] * len(expressions)
 
     def build() -> hyperscan.Database:
+        compiled = [prefilter_form(e).encode("utf-8") for e in expressions]
         db = hyperscan.Database(mode=mode)
         db.compile(expressions=compiled, ids=ids, elements=len(ids), flags=flags)
         return db
 
-    return dbcache.load_or_compile(dbcache.key(compiled, ids, flags, mode), mode, build)
+    # Keyed on the expressions as written (with the prefilter form's version), so a
+    # cache hit does not compute the prefilter forms.
+    raw = [_PREFILTER_FORM, *(e.encode("utf-8", "surrogatepass") for e in expressions)]
+    return dbcache.load_or_compile(dbcache.key(raw, [-1, *ids], [0, *flags], mode), mode, build)
