@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -30,17 +31,18 @@ from diagnostics import RulePack, RulePackError, load_pack
 from diagnostics.redaction.redact import Redactor
 from worker.config.errors import ConfigError
 from worker.config.settings import Settings, fallback_settings, load_settings
-from worker.lb import serve as lb
 from worker.lb.mode import Mode, read_endpoint
-from worker.preflight import PreflightResult, run_preflight
-from worker.queue.gate import JobGate
-from worker.queue.handler import make_handler
-from worker.queue.proxy import VllmProxy
 from worker.seams import logs
 from worker.supervision.failure import config_failure
 from worker.supervision.machine import WorkerState
 from worker.supervision.supervisor import Supervisor, secrets_of
 from worker.supervision.vllm_process import children_die_with_me
+
+if TYPE_CHECKING:
+    from worker.preflight import PreflightResult
+
+# Each mode imports only its own code, inside ``main``: the LB server (uvicorn, uvloop)
+# is not loaded by a queue worker, nor the job handler by an LB worker.
 
 log = structlog.get_logger("worker")
 
@@ -93,8 +95,13 @@ def main() -> int:
         from worker.queue import intake
     supervisor.start()
     if endpoint.mode is Mode.LB:  # a load-balancing endpoint: serve HTTP, no job queue
+        from worker.lb import serve as lb
+
         return lb.run(supervisor, settings, endpoint, interrupted)
     from worker.queue import intake  # imports runpod (~0.3 s): while vLLM starts, not after ready
+    from worker.queue.gate import JobGate
+    from worker.queue.handler import make_handler
+    from worker.queue.proxy import VllmProxy
 
     grace = settings.shutdown_grace_s + 5
 
@@ -150,6 +157,8 @@ def _preflight(
     SDK's host checks run there only where the SDK would run them (its job loop)."""
 
     def check(child_env: Mapping[str, str]) -> PreflightResult:
+        from worker.preflight import run_preflight
+
         return run_preflight(
             settings,
             child_env,

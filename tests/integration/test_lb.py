@@ -16,10 +16,7 @@ import signal
 import threading
 import time
 
-import anthropic
 import httpx
-import httpx2
-import openai
 import pytest
 
 from tests.support.vllm_env import (
@@ -84,6 +81,11 @@ def lb_worker(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def oai(lb_worker):
+    # The client SDKs load only where used (~3 s of CPU in every test process otherwise,
+    # also when the vllm mark deselects these tests).
+    import httpx2
+    import openai
+
     client = openai.OpenAI(
         base_url=f"http://127.0.0.1:{lb_worker['port']}/v1",
         api_key="unused",
@@ -124,6 +126,9 @@ def test_openai_client_every_route_streaming_and_not(oai):
 
 
 def test_anthropic_client_messages_streaming_and_not(lb_worker):
+    import anthropic
+    import httpx2
+
     client = anthropic.Anthropic(
         base_url=f"http://127.0.0.1:{lb_worker['port']}",
         api_key="unused",
@@ -138,6 +143,8 @@ def test_anthropic_client_messages_streaming_and_not(lb_worker):
 
 
 def test_other_routes_and_error_statuses_pass_through(lb_worker, oai):
+    import openai
+
     with _http(lb_worker["port"]) as http:
         tokens = http.post("/tokenize", json={"model": SERVED, "prompt": "hello"})
         assert tokens.status_code == 200 and tokens.json()["count"] > 0

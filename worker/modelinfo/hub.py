@@ -32,7 +32,6 @@ from urllib.parse import quote
 from worker.modelinfo.facts import ModelFacts
 from worker.modelinfo.hub_http import HubClient, HubError, NoAnswer
 from worker.modelinfo.local import MAX_CONFIG_BYTES, MAX_INDEX_BYTES
-from worker.modelinfo.schema import check_index, check_listing, clean_config
 from worker.modelinfo.weight_plan import MISTRAL_INDEX, SAFE_INDEX
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -79,6 +78,8 @@ def _refusal(exc: HubError, revision: str | None, what: str) -> HubRefusal | Hub
 def _read(
     client: HubClient, repo_id: str, revision: str | None
 ) -> ModelFacts | HubRefusal | HubUnknown:
+    from worker.modelinfo.schema import check_index, check_listing, clean_config
+
     repo = quote(repo_id, safe="/")
     path = f"/api/models/{repo}"
     if revision:
@@ -172,6 +173,9 @@ def read_hub(
     """Model info (file sizes, safetensors parameter counts), config.json and the index
     of a repo, all within ``timeout`` seconds in total."""
     from huggingface_hub.utils import build_hf_headers
+
+    # The schemas (pydantic) load on the first hub read, before its clock starts.
+    from worker.modelinfo import schema  # noqa: F401
 
     endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
     deadline = time.monotonic() + timeout

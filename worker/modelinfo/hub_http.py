@@ -18,7 +18,6 @@ import zlib
 from typing import Any
 
 from worker.modelinfo.local import loads
-from worker.modelinfo.schema import MAX_FILES
 
 MAX_ERROR_BYTES = 16 << 10  # the body of an error answer (only its message is read)
 _CHUNK = 64 << 10
@@ -100,6 +99,8 @@ class HubClient:
         )
 
     def get_json(self, path: str, limit: int, what: str, params: dict | None = None) -> Any:
+        from worker.modelinfo.schema import MAX_FILES  # pydantic: loaded when first needed
+
         with self.client.stream("GET", self.endpoint + path, params=params) as response:
             if response.status_code >= 400:
                 raise _error_of(response, self.deadline)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from worker.modelinfo.facts import ModelFacts
-from worker.modelinfo.schema import MAX_FILES, check_index, clean_config
 from worker.modelinfo.weight_plan import MISTRAL_INDEX, SAFE_INDEX
 
 MAX_CONFIG_BYTES = 2 << 20  # config.json: real ones are a few KB, the largest ~1 MB
@@ -66,6 +65,9 @@ def read_folder(root: Path, source: str = "local") -> ModelFacts | None:
     """config.json and file sizes of a model folder; None when it is not one."""
     if not root.is_dir():
         return None
+    # The schemas (pydantic) load when a model's files are first read, not at import.
+    from worker.modelinfo.schema import MAX_FILES, check_index, clean_config
+
     files: dict[str, int] = {}
     problems: list[str] = []
     for path in root.rglob("*"):

@@ -16,7 +16,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
@@ -24,7 +24,6 @@ from diagnostics import Classifier, Diagnosis, State
 from diagnostics.redaction.redact import Redactor
 from worker.config.settings import Settings
 from worker.modelinfo.hub import download_bytes
-from worker.preflight import PreflightResult
 from worker.seams.downloads import DownloadWatch
 from worker.supervision import health, launch
 from worker.supervision.coldstart import ColdStartClock
@@ -33,6 +32,9 @@ from worker.supervision.machine import Lifecycle
 from worker.supervision.relaunch import Relaunch
 from worker.supervision.vllm_process import VllmProcess
 from worker.supervision.watchdog import LINGER_AFTER_FATAL_S, Watchdog
+
+if TYPE_CHECKING:  # the pre-flight (the hub's schemas) loads only when it runs
+    from worker.preflight import PreflightResult
 
 log = structlog.get_logger("worker.supervisor")
 T = TypeVar("T")

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -30,7 +31,6 @@ from diagnostics.redaction.redact import Redactor
 from diagnostics.redaction.secrets import secret_values
 from worker.config.settings import Settings
 from worker.crashloop.crash_loop import CrashLoopBreaker
-from worker.preflight import PreflightResult
 from worker.supervision import launch
 from worker.supervision.coldstart import ColdStartClock, timing_markers
 from worker.supervision.effects import WorkerEffects
@@ -38,6 +38,9 @@ from worker.supervision.follower import Output, StartFollower, Timing
 from worker.supervision.machine import Lifecycle
 from worker.supervision.restarts import Restarts, new_watchdog
 from worker.supervision.vllm_process import VllmProcess
+
+if TYPE_CHECKING:  # the pre-flight's imports (the hub's schemas) load when it runs
+    from worker.preflight import PreflightResult
 
 log = structlog.get_logger("worker.supervisor")
 
