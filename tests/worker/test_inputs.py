@@ -589,14 +589,17 @@ def _message(done: object) -> tuple[str, str | None]:
     return payload["message"], payload["type"]
 
 
+def _take_ids(row: Row) -> list[str]:
+    """The string ids of the row's job-take elements, once each."""
+    ids = (e.get("id") for e in row.take if isinstance(e, dict))
+    return list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+
+
 def _taken(queue: QueueServer, row: Row) -> tuple[list[str], str | None]:
     """The answers to the row's job-take elements that have a string id, and what went
     wrong (an element answered other than exactly once)."""
-    ids = dict.fromkeys(
-        e["id"] for e in row.take if isinstance(e, dict) and isinstance(e.get("id"), str)
-    )
     answers = []
-    for job_id in ids:
+    for job_id in _take_ids(row):
         record = queue.job(job_id)
         if record.done_count != 1:
             return answers, f"job-take element {job_id!r} answered {record.done_count} times"
@@ -657,10 +660,18 @@ def _run_queue(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
                 done = queue.wait_done(job, SETTLE_S)
                 outcome.seconds = time.monotonic() - started
                 outcome.answer, outcome.error_type = _message(done)
-                taken, outcome.problem = _taken(queue, row)
-                outcome.answer = "\n".join([outcome.answer, *taken])
+                # The take's elements may still be answering (their job went to vLLM):
+                # wait for each one's first answer; they are counted once the worker
+                # has ended, so a second answer cannot come after the count.
+                for job_id in _take_ids(row):
+                    left = max(0.0, SETTLE_S - (time.monotonic() - started))
+                    with contextlib.suppress(TimeoutError):
+                        queue.wait_done(job_id, left)
             except TimeoutError as exc:
                 outcome.problem = f"no answer within {SETTLE_S} s: {exc}"
+        if outcome.problem is None:
+            taken, outcome.problem = _taken(queue, row)
+            outcome.answer = "\n".join([outcome.answer, *taken])
     return outcome
 
 
