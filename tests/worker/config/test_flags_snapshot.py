@@ -16,18 +16,20 @@ from worker.config.flags import build_args
 pytestmark = pytest.mark.vllm  # imports vLLM (~10 s each): with the real-vLLM tests
 
 ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "scripts" / "snapshot_vllm_flags.py"
 SNAPSHOT = ROOT / "worker" / "config" / "vllm_flags.json"
 RESNAPSHOT = ".venv-vllm/bin/python scripts/snapshot_vllm_flags.py"
 
-# Parses argv (JSON on stdin) the way `vllm serve` does and prints the namespace.
-PARSE = """
+# One import of vLLM for both tests: the snapshot as `snapshot_vllm_flags.py --print`
+# writes it, and argv (JSON on stdin) parsed the way `vllm serve` does.
+READ = """
 import contextlib, json, sys
+sys.argv = [sys.argv[0]]  # as the script pins it: vLLM reads it at import time
 with contextlib.redirect_stdout(sys.stderr):
     sys.path.insert(0, "scripts")
-    from snapshot_vllm_flags import build_parser
+    from snapshot_vllm_flags import build_parser, render, snapshot
+    fresh = render(snapshot())
     namespace = build_parser().parse_args(json.load(sys.stdin))
-print(json.dumps(vars(namespace), default=repr))
+print(json.dumps({"snapshot": fresh, "namespace": vars(namespace)}, default=repr))
 """
 
 
@@ -49,22 +51,8 @@ def _run(python: str, args: list[str], stdin: str | None = None) -> str:
     return done.stdout
 
 
-def test_snapshot_matches_installed_vllm(vllm_python: str) -> None:
-    fresh = _run(vllm_python, [str(SCRIPT), "--print"])
-    committed = SNAPSHOT.read_text(encoding="utf-8")
-    if fresh != committed:
-        old, new = json.loads(committed)["flags"], json.loads(fresh)["flags"]
-        changed = sorted(f for f in old.keys() | new.keys() if old.get(f) != new.get(f))
-        pytest.fail(
-            f"vLLM's flags changed ({len(changed)}: {', '.join(changed[:20])}); "
-            f"review and rerun `{RESNAPSHOT}`"
-        )
-
-
-def test_vllm_parser_accepts_built_args(vllm_python: str, tmp_path: Path) -> None:
-    config = tmp_path / "vllm.yaml"
-    config.write_text("max_model_len: 1024\nseed: 7\nenable-prefix-caching: false\n")
-    env = {
+def _env(config: Path) -> dict[str, str]:
+    return {
         "MODEL_NAME": "org/model",
         "VLLM_CONFIG_FILE": str(config),
         "MAX_MODEL_LEN": "32k",
@@ -83,9 +71,30 @@ def test_vllm_parser_accepts_built_args(vllm_python: str, tmp_path: Path) -> Non
         "LORA_MODULES": '[{"name": "x", "path": "/l"}, "y=/m"]',
         "VLLM_EXTRA_ARGS": "--max-num-seqs 8 --port 1",
     }
-    result = build_args(env)
-    argv = [*result.args, "--host", "127.0.0.1", "--port", "8000"]
-    ns = json.loads(_run(vllm_python, ["-c", PARSE], stdin=json.dumps(argv)))
+
+
+@pytest.fixture(scope="module")
+def vllm_reading(vllm_python: str, tmp_path_factory) -> dict:
+    config = tmp_path_factory.mktemp("flags") / "vllm.yaml"
+    config.write_text("max_model_len: 1024\nseed: 7\nenable-prefix-caching: false\n")
+    argv = [*build_args(_env(config)).args, "--host", "127.0.0.1", "--port", "8000"]
+    return json.loads(_run(vllm_python, ["-c", READ], stdin=json.dumps(argv)))
+
+
+def test_snapshot_matches_installed_vllm(vllm_reading: dict) -> None:
+    fresh = vllm_reading["snapshot"]
+    committed = SNAPSHOT.read_text(encoding="utf-8")
+    if fresh != committed:
+        old, new = json.loads(committed)["flags"], json.loads(fresh)["flags"]
+        changed = sorted(f for f in old.keys() | new.keys() if old.get(f) != new.get(f))
+        pytest.fail(
+            f"vLLM's flags changed ({len(changed)}: {', '.join(changed[:20])}); "
+            f"review and rerun `{RESNAPSHOT}`"
+        )
+
+
+def test_vllm_parser_accepts_built_args(vllm_reading: dict) -> None:
+    ns = vllm_reading["namespace"]
     expected = {
         "model": "org/model",
         "max_model_len": 32000,  # the env var beats the config file
