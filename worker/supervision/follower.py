@@ -194,9 +194,10 @@ class StartFollower:
         self, preflight: Callable[[Mapping[str, str]], PreflightResult]
     ) -> bool:
         """Run the pre-flight (worker.preflight); True when it settled the start as failed,
-        so vLLM is not spawned. A crash of the pre-flight itself never stops a launch."""
+        so vLLM is not spawned. A crash of the pre-flight itself never stops a launch. In
+        a daemon thread: a SIGTERM while the hub trickles does not wait for its timeout."""
         try:
-            result = await asyncio.to_thread(preflight, self.process.env)
+            result = await in_daemon_thread(preflight, self.process.env)
         except Exception:
             log.exception("worker.preflight_crashed")
             return False

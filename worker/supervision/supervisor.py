@@ -70,6 +70,7 @@ class Supervisor:
         self._stop_requested = False
         self._config_failure, self._preflight = config_failure, preflight
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._preflight_task: asyncio.Future[bool] | None = None
         argv, child_env = launch.vllm_argv(settings), launch.vllm_env(settings, env)
         process = VllmProcess(argv, child_env, settings.shutdown_grace_s)
         now = clock()
@@ -180,16 +181,29 @@ class Supervisor:
         """Spawn vLLM, read its output to the end, settle by its exit."""
         self._loop = asyncio.get_running_loop()
         follow = self.follower
-        if self._preflight is not None and await follow.predicted_failure(self._preflight):
-            return
-        await self.restarts.run()
+        if self._preflight is not None:
+            # A task, so that a stop cancels it (the hub may trickle for PREFLIGHT_TIMEOUT).
+            task = asyncio.ensure_future(follow.predicted_failure(self._preflight))
+            self._preflight_task = task
+            try:
+                if await task:
+                    return
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+                return  # stopped during the pre-flight: vLLM is never spawned
+        if not self._stop_requested:
+            await self.restarts.run()
 
     def _stopping(self) -> bool:
         return self._stop_requested
 
     def _stop_soon(self) -> None:
         """Thread-safe: have the supervisor's loop stop vLLM's process group."""
-        loop = self._loop
+        loop, task = self._loop, self._preflight_task
+        if loop is not None and not loop.is_closed() and task is not None and not task.done():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
         if loop is not None and not loop.is_closed() and self.process.running:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.process.kill()))

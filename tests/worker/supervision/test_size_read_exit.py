@@ -1,5 +1,5 @@
-"""The hub's download-size read never holds the worker's exit (``in_daemon_thread`` in
-``worker/supervision/follower.py``).
+"""The hub's download-size read and the pre-flight never hold the worker's exit
+(``in_daemon_thread`` in ``worker/supervision/follower.py``).
 
 A hub that trickles its model info keeps ``download_bytes`` reading for its whole 10 s
 timeout. Read through the loop's default executor, ``asyncio.run`` waited for it when the
@@ -34,7 +34,16 @@ def _trickle() -> Body:
     return Body(lambda: iter(lambda: b" ", None), pause_s=0.05)  # a space every 50 ms
 
 
-def test_a_trickling_hub_never_holds_the_exit_after_sigterm(tmp_path):
+@pytest.mark.parametrize(
+    "preflight",
+    [
+        pytest.param("false", id="the follower's size read"),
+        # The pre-flight reads the model's files from the hub first (PREFLIGHT_TIMEOUT
+        # 10 s): before it ran in a daemon thread, the exit waited for its timeout.
+        pytest.param("true", id="the pre-flight"),
+    ],
+)
+def test_a_trickling_hub_never_holds_the_exit_after_sigterm(tmp_path, preflight):
     repo = write_repo(tmp_path / "repo", {"config.json": '{"model_type": "llama"}'})
     hostile = {REPO: Hostile(info=_trickle())}
     with HubServer({REPO: repo}, hostile=hostile) as hub:
@@ -43,7 +52,7 @@ def test_a_trickling_hub_never_holds_the_exit_after_sigterm(tmp_path):
             STANDIN,
             MODEL_NAME=REPO,  # a repo id, online: the follower reads its size from the hub
             HF_ENDPOINT=hub.url,
-            PREFLIGHT="false",  # only the follower's read asks the hub
+            PREFLIGHT=preflight,  # "false": only the follower's read asks the hub
             VLLM_SHUTDOWN_GRACE=str(GRACE_S),
         )
         env.pop("HF_HUB_OFFLINE")
@@ -66,7 +75,9 @@ def test_a_trickling_hub_never_holds_the_exit_after_sigterm(tmp_path):
                 proc.wait(10)
     assert code == 0, f"no exit within {GRACE_S + MARGIN_S} s of SIGTERM (exit code {code})"
     seen = [e.get("event") for e in events(tmp_path)]
-    assert "vllm.spawned" in seen and "worker.signal" in seen
+    assert "worker.signal" in seen
+    # Stopped during the pre-flight, vLLM is never spawned; else it was, and it stopped.
+    assert ("vllm.spawned" in seen) is (preflight == "false")
 
 
 def test_in_daemon_thread_hands_over_the_result_and_the_error():
