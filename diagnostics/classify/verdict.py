@@ -101,7 +101,9 @@ def judged_by_catalogue(
         return None  # not catalogued, or known to say no more than "other"
     entry = found.entry
     category = entry.category
-    cls = _exception_class(hit, captured) or entry.exception
+    cls = _exception_class(hit, captured)
+    if cls in ("", "Exception", "Error") and not entry.exception.startswith("logger."):
+        cls = entry.exception.rsplit(".", 1)[-1]  # a wrapper's word: the type raised there
     own = entry.file.startswith(tuple(f"{p}/" for p in provenance.deterministic_in))
     deterministic = cls in provenance.deterministic and own
     host = category in (Category.CUDA_FAULT, Category.NETWORK)
