@@ -6,8 +6,11 @@ Buildkite, Modal, RunPod's console), timestamps, vLLM process prefixes such as
 ``(EngineCore_DP0 pid=12)``, ``(VllmWorker rank=1 pid=9)``, ``(RayWorkerWrapper pid=3)``
 or ``[rank0]:``, vLLM's own ``LEVEL MM-DD HH:MM:SS [file.py:N]`` header, and what a
 paste adds: ``> `` quote markers, leading line numbers (``12 | ``, ``12: ``, ``12<TAB>``)
-and Windows line ends. Lines hard-wrapped at a terminal's width are joined by the
-classifier (:func:`wrapped_at_width` tells which lines look cut). The raw line is kept
+and Windows line ends, also after an indent the whole paste has (a Markdown code block);
+a container runtime's log prefix (CRI: ``<time> stderr F``; docker's JSON lines are read
+as their lines by :mod:`diagnostics.scanning.streams`). Lines hard-wrapped at a
+terminal's width are joined by the classifier (:func:`wrapped_at_width` tells which lines
+look cut). The raw line is kept
 by the caller for evidence; this module only computes the text the rules see.
 """
 
@@ -31,6 +34,7 @@ _PREFIXES = re.compile(
     | \[\d{4}-\d\d-\d\dT[\d:.]+Z?\]\s*                              # Buildkite [2024-...Z]
     # ISO timestamps (docker --timestamps, kubectl --timestamps):
     | \d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s*\|)?\s+
+    | (?:stdout|stderr)\ [FP]\ ?                                    # a CRI log (after its time)
     | [A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?\s*\|\s*    # Modal gutter
     | [A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w.\-/]+(?:\[\d+\])?:\s  # journald
     | [a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]\s?       # RunPod console
@@ -80,7 +84,14 @@ def normalize(line: str) -> str:
     for _ in range(_MAX_PREFIXES):
         match = _PREFIXES.match(text)
         if not match or match.end() == 0:
-            break
+            # A paste indented as a whole (a Markdown code block, a tab): the prefix
+            # after the indent. An indent with no prefix after it (a traceback's frame
+            # and code lines) is kept.
+            indented = text.lstrip(" \t")
+            match = _PREFIXES.match(indented) if indented is not text else None
+            if not match or match.end() == 0:
+                break
+            text = indented
         text = text[match.end() :]
     return reshape(text)
 

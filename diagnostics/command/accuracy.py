@@ -73,7 +73,17 @@ def summary(results: list[Scored]) -> dict[str, tuple[int, int]]:
 
 # Held-out-style variants of a labelled log: the shapes pastes take. Each keeps the
 # labelled root-cause line, so the verdict should not change.
-VARIANTS = ("window", "cut", "wrap80", "wrap120", "crlf", "quoted")
+VARIANTS = (
+    "window",
+    "cut",
+    "wrap80",
+    "wrap120",
+    "crlf",
+    "quoted",
+    "indented",
+    "cri",
+    "docker-json",
+)
 
 
 def variant(lines: list[str], cause_at: int, kind: str) -> list[str]:
@@ -90,6 +100,12 @@ def variant(lines: list[str], cause_at: int, kind: str) -> list[str]:
         return [line + "\r" for line in lines]
     if kind == "quoted":
         return [f"> {line}" for line in lines]
+    if kind == "indented":  # a Markdown code block
+        return [f"    {line}" for line in lines]
+    if kind == "cri":  # a container runtime's log file (Kubernetes nodes)
+        return [f"2024-05-01T12:00:00.123456789Z stderr F {line}" for line in lines]
+    if kind == "docker-json":  # docker's json-file log driver
+        return [json.dumps({"log": f"{line}\n", "stream": "stderr"}) for line in lines]
     raise ValueError(kind)
 
 

@@ -8,6 +8,7 @@ splits), and reading a file backwards keeps one block and one line at a time.
 from __future__ import annotations
 
 import codecs
+import json
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
@@ -71,11 +72,60 @@ class _CarriageReturns:
         return self._stream.read(size).replace(b"\r", b"\n")
 
 
+class _JsonLines:
+    """A container runtime's JSON log (docker's json-file driver: one
+    ``{"log": "<line>\\n", "stream": "stderr", "time": "..."}`` per line) read as the lines
+    it holds. A line that is not such an object (or longer than MAX_LINE) passes as is."""
+
+    def __init__(self, head: bytes, stream: Reader):
+        self._stream, self._raw, self._pending = stream, head, b""
+
+    def read(self, size: int = -1, /) -> bytes:
+        while size < 0 or len(self._pending) < size:
+            more = self._stream.read(1 << 20)
+            self._raw += more
+            end = self._raw.rfind(b"\n") + 1
+            if not more or len(self._raw) > MAX_LINE:
+                end = len(self._raw)  # the end, or a line too long to decode: as it is
+            self._pending += b"".join(_json_line(line) for line in _lines(self._raw[:end]))
+            self._raw = self._raw[end:]
+            if not more and not self._raw:
+                break
+        if size < 0:
+            size = len(self._pending)
+        out, self._pending = self._pending[:size], self._pending[size:]
+        return out
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.splitlines(keepends=True)
+
+
+def _json_line(line: bytes) -> bytes:
+    if len(line) > MAX_LINE or not line.lstrip().startswith(b'{"log"'):
+        return line
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return line
+    text = value.get("log") if isinstance(value, dict) else None
+    if not isinstance(text, str):
+        return line
+    return text.rstrip("\n").encode("utf-8", "surrogatepass") + b"\n"
+
+
+def _is_json_log(first: bytes) -> bool:
+    head = first.lstrip()[: 1 << 16]
+    line = head.split(b"\n", 1)[0]
+    return line.startswith(b'{"log"') and _json_line(line + b"\n") != line + b"\n"
+
+
 def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Reader]:
     """The first block and the rest of a log as UTF-8 with LF line ends.
 
     A UTF-16 or UTF-32 log (with its BOM) is decoded; a UTF-8 BOM is dropped; a log
-    with CRs but no LF in its first 64 KiB uses CR as its line end.
+    with CRs but no LF in its first 64 KiB uses CR as its line end; a container
+    runtime's JSON log is read as the lines it holds.
     """
     reader: Reader = stream
     for bom, encoding in _BOMS:
@@ -94,6 +144,14 @@ def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Rea
     if b"\n" not in first and b"\r" in first:
         reader = _CarriageReturns(reader)
         first = first.replace(b"\r", b"\n")
+    while first.lstrip().startswith(b'{"log"') and b"\n" not in first and len(first) < _MAC_PROBE:
+        more = reader.read(_MAC_PROBE)  # the whole first line, to tell the format
+        if not more:
+            break
+        first += more
+    if _is_json_log(first):
+        reader = _JsonLines(first, reader)
+        first = reader.read(block_size)
     return first, reader
 
 

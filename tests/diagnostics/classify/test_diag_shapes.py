@@ -162,10 +162,23 @@ MESSAGE = "ValueError: No available memory for the cache blocks."
         f"{MESSAGE}\r\n",
         f"\x1b]0;title\x07{MESSAGE}",
         f"\x1b]8;;http://x\x1b\\{MESSAGE}",
+        f"2024-05-01T12:00:00.123456789Z stderr F {MESSAGE}",  # a CRI log file
+        f"2024-05-01T12:00:00Z stdout P {MESSAGE}",
+        f"    (EngineCore_DP0 pid=12) {MESSAGE}",  # a Markdown code block
+        f"\t[rank0]: {MESSAGE}",
+        f"    INFO 04-27 10:13:05 llm_engine.py:275] {MESSAGE}",
     ],
 )
 def test_paste_markers_are_stripped(raw):
     assert normalize(raw) == MESSAGE
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['  File "/x/vllm/config.py", line 3, in check', "    raise ValueError(msg)", "\tat x"],
+)
+def test_an_indent_without_a_prefix_after_it_is_kept(line):
+    assert normalize(line) == line
 
 
 def test_numbers_that_start_a_message_are_not_line_numbers():
