@@ -35,6 +35,12 @@ _PREFIXES = re.compile(
     # ISO timestamps (docker --timestamps, kubectl --timestamps):
     | \d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s*\|)?\s+
     | (?:stdout|stderr)\ [FP]\ ?                                    # a CRI log (after its time)
+    | \[\d{4}[-/]\d\d[-/]\d\d[T\ ][\d:.,]+Z?\]\s*                     # [2024-05-01 12:00:00]
+    | \d{4}/\d\d/\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?\s+                 # 2024/05/01 12:00:00
+    | \d\d:\d\d:\d\d(?:[.,]\d+)?\s+                                 # a time alone
+    | -\ [\w.\-]+\ -\ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -\ ?    # "- name - LEVEL -"
+    | \[(?:stdout|stderr)\]\s* | (?:stdout|stderr):\s+                 # [stderr], stderr:
+    | \|\                                                              # a bare pipe gutter
     | [A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?\s*\|\s*    # Modal gutter
     | [A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w.\-/]+(?:\[\d+\])?:\s  # journald
     | [a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]\s?       # RunPod console

@@ -73,9 +73,10 @@ class _CarriageReturns:
 
 
 class _JsonLines:
-    """A container runtime's JSON log (docker's json-file driver: one
-    ``{"log": "<line>\\n", "stream": "stderr", "time": "..."}`` per line) read as the lines
-    it holds. A line that is not such an object (or longer than MAX_LINE) passes as is."""
+    """A JSON log (docker's json-file driver: one ``{"log": "<line>\\n", "stream":
+    "stderr", "time": "..."}`` per line; a structured logger's ``message`` or ``msg``;
+    Google Cloud's ``textPayload``) read as the lines it holds. A line that is not such an
+    object (or longer than MAX_LINE) passes as is."""
 
     def __init__(self, head: bytes, stream: Reader):
         self._stream, self._raw, self._pending = stream, head, b""
@@ -101,23 +102,28 @@ def _lines(data: bytes) -> list[bytes]:
     return data.splitlines(keepends=True)
 
 
+# The key that holds the line: docker's json-file, structured loggers, Google Cloud.
+_TEXT_KEYS = ("log", "message", "msg", "textPayload")
+
+
 def _json_line(line: bytes) -> bytes:
-    if len(line) > MAX_LINE or not line.lstrip().startswith(b'{"log"'):
+    if len(line) > MAX_LINE or not line.lstrip().startswith(b"{"):
         return line
     try:
         value = json.loads(line)
     except ValueError:
         return line
-    text = value.get("log") if isinstance(value, dict) else None
-    if not isinstance(text, str):
+    if not isinstance(value, dict):
+        return line
+    text = next((v for k in _TEXT_KEYS if isinstance(v := value.get(k), str)), None)
+    if text is None:
         return line
     return text.rstrip("\n").encode("utf-8", "surrogatepass") + b"\n"
 
 
 def _is_json_log(first: bytes) -> bool:
-    head = first.lstrip()[: 1 << 16]
-    line = head.split(b"\n", 1)[0]
-    return line.startswith(b'{"log"') and _json_line(line + b"\n") != line + b"\n"
+    line = first.lstrip().split(b"\n", 1)[0]
+    return line.startswith(b"{") and _json_line(line + b"\n") != line + b"\n"
 
 
 def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Reader]:
@@ -144,7 +150,7 @@ def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Rea
     if b"\n" not in first and b"\r" in first:
         reader = _CarriageReturns(reader)
         first = first.replace(b"\r", b"\n")
-    while first.lstrip().startswith(b'{"log"') and b"\n" not in first and len(first) < _MAC_PROBE:
+    while first.lstrip().startswith(b"{") and b"\n" not in first and len(first) < _MAC_PROBE:
         more = reader.read(_MAC_PROBE)  # the whole first line, to tell the format
         if not more:
             break

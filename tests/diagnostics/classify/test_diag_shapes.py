@@ -167,6 +167,13 @@ MESSAGE = "ValueError: No available memory for the cache blocks."
         f"    (EngineCore_DP0 pid=12) {MESSAGE}",  # a Markdown code block
         f"\t[rank0]: {MESSAGE}",
         f"    INFO 04-27 10:13:05 llm_engine.py:275] {MESSAGE}",
+        f"[2024-05-01 12:00:00] {MESSAGE}",
+        f"2024/05/01 12:00:00.123 {MESSAGE}",
+        f"12:00:00 {MESSAGE}",
+        f"2024-05-01 12:00:00,123 - vllm.engine - ERROR - {MESSAGE}",
+        f"[stderr] {MESSAGE}",
+        f"stderr: {MESSAGE}",
+        f"| {MESSAGE}",
     ],
 )
 def test_paste_markers_are_stripped(raw):

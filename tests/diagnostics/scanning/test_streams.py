@@ -65,3 +65,9 @@ def test_a_json_line_longer_than_the_line_limit_passes_undecoded():
     out = _read_all(data, 1 << 16)
     assert out.startswith(LINES[0].encode() + b"\n")
     assert len(out) == len(LINES[0]) + 1 + len(long_line)
+
+
+def test_a_structured_loggers_json_lines_are_read_by_their_message():
+    rows = [{"severity": "ERROR", "message": line} for line in LINES]
+    data = b"".join(json.dumps(row).encode() + b"\n" for row in rows)
+    assert _read_all(data, 64) == "".join(f"{line}\n" for line in LINES).encode()
