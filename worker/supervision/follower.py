@@ -193,9 +193,8 @@ class StartFollower:
     async def predicted_failure(
         self, preflight: Callable[[Mapping[str, str]], PreflightResult]
     ) -> bool:
-        """Run the pre-flight (worker.preflight); True when it settled the start as failed,
-        so vLLM is not spawned. A crash of the pre-flight itself never stops a launch. In
-        a daemon thread: a SIGTERM while the hub trickles does not wait for its timeout."""
+        """Run the pre-flight (in a daemon thread: an exit never waits for it); True when it
+        settled the start as failed (vLLM is not spawned). Its crash never stops a launch."""
         try:
             result = await in_daemon_thread(preflight, self.process.env)
         except Exception:

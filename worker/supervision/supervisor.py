@@ -96,8 +96,9 @@ class Supervisor:
         # Set once vLLM was spawned (or will not be): whatever forks in this process (the
         # SDK's heartbeat) must wait, or it inherits the spawn's exec pipe and hangs it.
         self.spawned = threading.Event()
+        stopping = lambda: self._stop_requested  # noqa: E731 (read by the relaunch loop)
         self.restarts = Restarts(  # each vLLM process of this start, relaunches included
-            self.follower, pack, self.redact, self._stopping, self.spawned, clock, self.timing
+            self.follower, pack, self.redact, stopping, self.spawned, clock, self.timing
         )
 
     @property
@@ -180,30 +181,32 @@ class Supervisor:
     async def run(self) -> None:
         """Spawn vLLM, read its output to the end, settle by its exit."""
         self._loop = asyncio.get_running_loop()
-        follow = self.follower
-        if self._preflight is not None:
-            # A task, so that a stop cancels it (the hub may trickle for PREFLIGHT_TIMEOUT).
-            task = asyncio.ensure_future(follow.predicted_failure(self._preflight))
-            self._preflight_task = task
-            try:
-                if await task:
-                    return
-            except asyncio.CancelledError:
-                if not task.cancelled():
-                    raise
-                return  # stopped during the pre-flight: vLLM is never spawned
+        if self._preflight is not None:  # a task: a stop cancels it (_stop_soon)
+            pending = self.follower.predicted_failure(self._preflight)
+            task = self._preflight_task = asyncio.ensure_future(pending)
+            if await _settled_or_stopped(task):
+                return
         if not self._stop_requested:
             await self.restarts.run()
 
-    def _stopping(self) -> bool:
-        return self._stop_requested
-
     def _stop_soon(self) -> None:
-        """Thread-safe: have the supervisor's loop stop vLLM's process group."""
+        """Thread-safe: have the loop cancel the pre-flight and stop vLLM's process group."""
         loop, task = self._loop, self._preflight_task
-        if loop is not None and not loop.is_closed() and task is not None and not task.done():
-            with contextlib.suppress(RuntimeError):
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            if task is not None and not task.done():
                 loop.call_soon_threadsafe(task.cancel)
-        if loop is not None and not loop.is_closed() and self.process.running:
-            with contextlib.suppress(RuntimeError):
+            if self.process.running:
                 loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.process.kill()))
+
+
+async def _settled_or_stopped(task: asyncio.Future[bool]) -> bool:
+    """The pre-flight's answer (True: it settled the start); True too when a stop
+    cancelled it (a SIGTERM while the hub trickles): vLLM is then never spawned."""
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+        return True
