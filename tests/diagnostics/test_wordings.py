@@ -626,6 +626,7 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     (["Segmentation fault (core dumped)"], "other", False),
     (["Fatal Python error: Segmentation fault"], "other", False),
     (["*** SIGSEGV received at time=1700000000 on cpu 3 ***"], "other", False),
+    (["terminate called after throwing an instance of 'std::runtime_error'"], "other", False),
     (
         [
             "terminate called after throwing an instance of 'c10::Error'",
