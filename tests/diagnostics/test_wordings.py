@@ -690,6 +690,8 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         True,
     ),
     # a checkpoint in another layout than vLLM's implementation of its architecture
+    (["KeyError: 'model.layers.0.mlp.experts.0.w1.weight'"], "model_requirement", True),
+    (["[rank0]: KeyError: 'transformer.h.0.attn.c_attn.qweight'"], "model_requirement", True),
     (
         [
             "ValueError: There is no module or parameter named 'model.visual.blocks.0.attn.qkv' in Qwen2_5_VLForConditionalGeneration"
