@@ -104,10 +104,8 @@ def judged_by_catalogue(
     cls = _exception_class(hit, captured)
     if cls in ("", "Exception", "Error") and not entry.exception.startswith("logger."):
         cls = entry.exception.rsplit(".", 1)[-1]  # a wrapper's word: the type raised there
-    own = entry.file.startswith(tuple(f"{p}/" for p in provenance.deterministic_in))
-    deterministic = cls in provenance.deterministic and own
-    host = category in (Category.CUDA_FAULT, Category.NETWORK)
-    permanent = not host and (entry.permanent or deterministic)
+    deterministic = cls in provenance.deterministic and provenance.raised_by_own_code(entry.file)
+    permanent = category not in _HOST and (entry.permanent or deterministic)
     detail = (captured.get("detail") or hit.text).strip()
     how = "" if found.whole else " (the log shows its beginning)"
     cause = (
@@ -222,6 +220,8 @@ _FIX = {
     Category.CUDA_FAULT: "A restart on another host may help.",
 }
 _OTHER_FIX = "A restart may help; the attached output names what failed."
+# What another host or another minute can change: never permanent by provenance.
+_HOST = frozenset({Category.CUDA_FAULT, Category.NETWORK})
 
 
 def refinable(rule: Rule) -> bool:
@@ -252,7 +252,7 @@ def judged_by_origin(
         # Without the exception line only a function whose raise sites agree says enough.
         category = provenance.of_frame(origin.path, origin.function, exact=not confirmed)
         where = f"{origin.path} ({origin.function})"
-        own = origin.path.startswith(tuple(f"{p}/" for p in provenance.deterministic_in))
+        own = provenance.raised_by_own_code(origin.path)
     if category is None and hit is not None and (log := _LOG_FILE.search(hit.raw)):
         category = provenance.of_log_file(log.group("file"))
         where, own = f"vLLM's {log.group('file')}", "vllm" in provenance.deterministic_in
@@ -260,7 +260,7 @@ def judged_by_origin(
         return None
     permanent = category.permanent and (confirmed or bool(header))
     deterministic = (cls or header) in provenance.deterministic
-    if deterministic and own and category not in (Category.CUDA_FAULT, Category.NETWORK):
+    if deterministic and own and category not in _HOST:
         permanent = True
     if category is Category.OTHER and not permanent:
         return None  # says no more than the verdict it would replace

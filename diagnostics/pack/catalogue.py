@@ -14,7 +14,8 @@ however it is printed:
   from the template's start; where the text stops must be where the template's text or
   a field would go on.
 
-The index: each template's first two whole words of fixed text (lower case) -> the
+The index: each template's rarest pair of whole words within its first :data:`MIN_CUT`
+fixed characters (lower case; the generator chooses it, :func:`anchor`) -> the
 templates; a text's word pairs are looked up, and each candidate is checked piece by
 piece with ``str.find`` (linear in the text; no regex, nothing to compile). The best
 reading: a whole template before a cut one, then the most fixed text matched; readings
@@ -54,10 +55,6 @@ class Entry:
     file: str  # where it is raised, from the project's root (``vllm/config.py``)
     function: str
     pieces: tuple[str, ...]  # the fixed text between the fields
-
-    @property
-    def fixed(self) -> int:
-        return sum(len(p) for p in self.pieces)
 
 
 @dataclass(frozen=True)
@@ -126,8 +123,8 @@ Place = tuple[int, int, tuple[str, str]]  # piece, offset in it, the pair of wor
 def anchors(pieces: tuple[str, ...]) -> tuple[list[Place], list[Place]]:
     """The places a template can be found by: each pair of whole words of its fixed text
     (piece, offset in it, the words), those that end within its first :data:`MIN_CUT`
-    fixed characters (a cut text shows them), and the others. A word that touches a field may be
-    longer in the text, so it is not whole; a pair does not span a field."""
+    fixed characters (a cut text shows them), and the others. A word that touches a field
+    may be longer in the text, so it is not whole; a pair does not span a field."""
     early: list[Place] = []
     late: list[Place] = []
     fixed = 0

@@ -205,6 +205,11 @@ class Provenance:
             parts.pop()
         return None
 
+    def raised_by_own_code(self, path: str) -> bool:
+        """Whether ``path`` (project-relative) is in a project whose ``deterministic``
+        types fail the same way on every restart (``deterministic_in``: vLLM)."""
+        return path.startswith(tuple(f"{p}/" for p in self.deterministic_in))
+
     def of_log_file(self, basename: str) -> Category | None:
         """The category of vLLM's module named ``basename`` by its log prefix."""
         return self.basenames.get(basename)

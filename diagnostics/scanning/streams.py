@@ -88,7 +88,8 @@ class _JsonLines:
             end = self._raw.rfind(b"\n") + 1
             if not more or len(self._raw) > MAX_LINE:
                 end = len(self._raw)  # the end, or a line too long to decode: as it is
-            self._pending += b"".join(_json_line(line) for line in _lines(self._raw[:end]))
+            lines = self._raw[:end].splitlines(keepends=True)
+            self._pending += b"".join(_json_line(line) for line in lines)
             self._raw = self._raw[end:]
             if not more and not self._raw:
                 break
@@ -96,10 +97,6 @@ class _JsonLines:
             size = len(self._pending)
         out, self._pending = self._pending[:size], self._pending[size:]
         return out
-
-
-def _lines(data: bytes) -> list[bytes]:
-    return data.splitlines(keepends=True)
 
 
 # The key that holds the line: docker's json-file, structured loggers, Google Cloud.
