@@ -115,7 +115,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 def test_wheel_holds_every_module_the_rule_pack_and_the_flag_snapshot(wheel):
     names = _names(wheel)
     expected = {f"diagnostics/rulepack/{p.name}" for p in (ROOT / "rules").glob("*.yaml")}
-    expected.add("worker/config/vllm_flags.json")
+    expected |= {"worker/config/vllm_flags.json", "diagnostics/rulepack/catalogue.json"}
     for package in ("worker", "diagnostics"):  # subpackages too
         expected |= {
             p.relative_to(ROOT).as_posix()
@@ -173,7 +173,10 @@ def test_installed_modules_come_from_the_wheel(venv, elsewhere):
 
 
 def test_diagnose_reads_the_packaged_rule_pack(venv, elsewhere):
-    logs = [FIXTURES / "max-model-len-too-large.log", FIXTURES / "startup-ok.log"]
+    # The last one is named only by the message catalogue (rules/catalogue.json), which
+    # reads as empty when it is missing: it must travel with the package.
+    wrapped_kv = ROOT / "fixtures/corpus/kv_cache/arc-b70-cookbook-4-xpu-wrapped-kv.log"
+    logs = [FIXTURES / "max-model-len-too-large.log", FIXTURES / "startup-ok.log", wrapped_kv]
     done = subprocess.run(
         [str(venv / "bin" / "diagnose"), "--format", "json", *map(str, logs)],
         cwd=elsewhere,
@@ -186,6 +189,7 @@ def test_diagnose_reads_the_packaged_rule_pack(venv, elsewhere):
     assert [(a["category"], a["rule"]) for a in answers] == [
         ("bad_config", "max-model-len-above-model-limit"),
         ("ok", None),
+        ("kv_cache", "catalogued-kv-cache"),
     ]
 
 
