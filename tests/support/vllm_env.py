@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.zygote import fork_server
+
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = Path(os.environ.get("VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 VLLM_COMMAND = f"{VLLM_PYTHON} -m vllm.entrypoints.openai.api_server"
@@ -125,7 +127,14 @@ def replay_env(tmp: Path, fixture: Path, **extra: str) -> dict[str, str]:
 
 def start_worker(env: dict[str, str], log_dir: Path, nofile: int | None = None) -> subprocess.Popen:
     """The worker as a process of its own, its output in log_dir/worker.out and .err;
-    ``nofile``: its limit of open file descriptors (RLIMIT_NOFILE), when given."""
+    ``nofile``: its limit of open file descriptors (RLIMIT_NOFILE), when given.
+
+    The process is forked from this test process's fork server (``tests.support.zygote``:
+    the worker's imports done once), unless ``WORKER_FORK_SERVER=0`` asks for a plain
+    ``python -m worker``."""
+    if os.environ.get("WORKER_FORK_SERVER", "1") != "0":
+        forked = fork_server().spawn(env, log_dir / "worker.out", log_dir / "worker.err", nofile)
+        return forked  # type: ignore[return-value]  # the part of Popen the tests use
     limit_files = None
     if nofile is not None:  # set in the child before it runs the worker
         limit_files = functools.partial(
