@@ -6,11 +6,11 @@ import pytest
 
 from diagnostics.command.render import to_text
 from diagnostics.model import Category, State
-from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import FIXTURES, case_id, labelled
+from tests.support.packs import shipped_pack
 
-PACK = load_pack()
+PACK = shipped_pack()
 CASES = labelled()
 # Logs added after they were scored blind (docs/diagnostics.md, "Held-out checks") that
 # the classifier still reads otherwise than their label, with the reason. Their

@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.normalize import normalize
-from diagnostics.pack.rules import load_pack
 from diagnostics.redaction.redact import redact, safe_cut
+from tests.support.packs import shipped_pack
 
-PACK = load_pack()
+PACK = shipped_pack()
 SMALL, LARGE = 16 * 1024, 64 * 1024
 BUDGET_S = 0.25  # for LARGE characters: 4 us per character, ~50x what linear work takes
 

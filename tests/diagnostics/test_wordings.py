@@ -12,10 +12,10 @@ import io
 
 import pytest
 
-from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import classify_stream
+from tests.support.packs import shipped_pack
 
-PACK = load_pack()
+PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [

@@ -18,8 +18,9 @@ import sys
 import pytest
 from huggingface_hub import constants
 
-from diagnostics import classify_lines, load_pack
+from diagnostics import classify_lines
 from tests.support.hub_server import Described, HubServer
+from tests.support.packs import shipped_pack
 from tests.support.queue_server import QueueServer
 from tests.support.tiny_model import HUB_CONFIG as CONFIG
 from tests.support.vllm_env import (
@@ -33,7 +34,7 @@ from tests.support.vllm_env import (
 )
 from worker.preflight import run_preflight
 
-PACK = load_pack()
+PACK = shipped_pack()
 BIG = {  # 141 GB of bf16 weights, described by the hub, never stored or served
     "model-00001-of-00002.safetensors": Described(80 * 10**9, {"BF16": 40 * 10**9}),
     "model-00002-of-00002.safetensors": Described(61 * 10**9, {"BF16": 30_500_000_000}),

@@ -9,15 +9,15 @@ import io
 
 import pytest
 
-from diagnostics import load_pack
 from tests.support.hub_server import HubServer
+from tests.support.packs import shipped_pack
 from tests.support.vllm_env import build_tiny_model, needs_vllm, worker_env
 from worker.config.settings import load_settings
 from worker.supervision.machine import WorkerState
 from worker.supervision.supervisor import Supervisor
 
 pytestmark = [needs_vllm, pytest.mark.vllm]
-PACK = load_pack()
+PACK = shipped_pack()
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from diagnostics import Classifier
-from diagnostics.pack.rules import load_pack
+from tests.support.packs import shipped_pack
 from tests.support.scripts import load_script
 
 CATALOGUE = Path(__file__).resolve().parents[3] / "fixtures" / "catalogue" / "catalogue.jsonl"
-PACK = load_pack()
+PACK = shipped_pack()
 ENTRIES = [json.loads(line) for line in CATALOGUE.read_text(encoding="utf-8").splitlines()]
 CATEGORISED = [e for e in ENTRIES if e.get("category")]
 FIELD = "7"  # a field's example value: a number, a word and a path segment at once

@@ -27,10 +27,10 @@ from diagnostics.pack.catalogue import (
     parse_catalogue,
     row_of,
 )
-from diagnostics.pack.rules import load_pack
+from tests.support.packs import shipped_pack
 from tests.support.scripts import load_script
 
-PACK = load_pack()
+PACK = shipped_pack()
 CATALOGUE = load_catalogue()
 FIELD = "7"  # a field's example value: a number, a word and a path segment at once
 ROWS = [row for row in CATALOGUE.rows if row[1] != "other"]

@@ -8,11 +8,11 @@ import io
 import pytest
 
 from diagnostics import Classifier, State
-from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import case_id, labelled
+from tests.support.packs import shipped_pack
 
-PACK = load_pack()
+PACK = shipped_pack()
 CASES = labelled()
 
 

@@ -11,10 +11,10 @@ import pytest
 from diagnostics import Classifier
 from diagnostics.classify.normalize import normalize, strip_ansi, wrapped_at_width
 from diagnostics.model import Category, State
-from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import classify_stream
+from tests.support.packs import shipped_pack
 
-PACK = load_pack()
+PACK = shipped_pack()
 
 FREE = (
     "(EngineCore_DP0 pid=167) ERROR 02-28 16:12:13 [core.py:866] ValueError: Free memory on "

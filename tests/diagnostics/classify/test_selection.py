@@ -11,10 +11,10 @@ import pytest
 
 from diagnostics import classify_lines
 from diagnostics.model import State
-from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import classify_stream
+from tests.support.packs import shipped_pack
 
-PACK = load_pack()
+PACK = shipped_pack()
 FRAMES = [
     "Traceback (most recent call last):",
     '  File "/usr/local/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 80, in __init__',

@@ -9,11 +9,11 @@ import pytest
 
 from diagnostics.classify.classifier import _hit_ids
 from diagnostics.classify.normalize import normalize
-from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import FIXTURES, labelled
+from tests.support.packs import shipped_pack
 
-PACK = load_pack()
+PACK = shipped_pack()
 
 
 @cache

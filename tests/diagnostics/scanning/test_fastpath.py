@@ -21,8 +21,9 @@ from diagnostics.scanning import fastpath
 from diagnostics.scanning.scan import classify_stream
 from diagnostics.scanning.streams import LineSplitter
 from tests.diagnostics.cases import FIXTURES
+from tests.support.packs import shipped_pack
 
-PACK = load_pack()
+PACK = shipped_pack()
 VLLM = FIXTURES / "vllm-0.32"
 
 

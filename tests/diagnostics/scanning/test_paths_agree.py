@@ -16,8 +16,9 @@ from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import _looks_reversed, classify_stream
 from diagnostics.scanning.streams import LineSplitter
 from tests.diagnostics.cases import FIXTURES
+from tests.support.packs import shipped_pack
 
-PACK = load_pack()
+PACK = shipped_pack()
 LOGS = sorted(p for p in FIXTURES.rglob("*.log") if not _looks_reversed(p.read_bytes()[: 1 << 20]))
 PIPE_READ = 65536  # what the worker reads from vLLM's pipe at a time
 

@@ -11,14 +11,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnostics import classify_lines, load_pack
+from diagnostics import classify_lines
 from tests.support.model_configs import LLAMA_8B, LLAMA_70B
+from tests.support.packs import shipped_pack
 from tests.support.vllm_env import ROOT
 from worker.modelinfo.facts import ModelFacts
 from worker.preflight import run
 from worker.seams.gpus import GIB, Gpu, HostMemory, Inventory
 
-PACK = load_pack()
+PACK = shipped_pack()
 AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
 LLAMA_405B = {**LLAMA_8B, "num_hidden_layers": 126, "hidden_size": 16384,
               "intermediate_size": 53248, "num_attention_heads": 128}  # fmt: skip

@@ -14,14 +14,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnostics import load_pack
+from tests.support.packs import shipped_pack
 from worker.config import config_file
 from worker.config.errors import ConfigError
 from worker.config.settings import load_settings
 from worker.preflight import run_preflight
 from worker.seams.gpus import GIB, HostMemory, Inventory
 
-PACK = load_pack()
+PACK = shipped_pack()
 BOMB = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
 b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]

@@ -17,13 +17,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnostics import Category, State, load_pack
+from diagnostics import Category, State
 from tests.support.hub_server import Body, Described, Hostile, HubServer
+from tests.support.packs import shipped_pack
 from tests.worker.preflight.test_preflight_hub import CONFIG, NO_GPU_16_GIB, write_model
 from worker.modelinfo import hub as hubmod
 from worker.preflight import run_preflight
 
-PACK = load_pack()
+PACK = shipped_pack()
 TOKEN = "hf_" + "Zq7" * 11  # an hf_ token shape, 36 characters
 MiB = 1 << 20
 

@@ -11,14 +11,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnostics import Category, State, load_pack
+from diagnostics import Category, State
 from tests.support.hub_server import Described, HubServer
 from tests.support.model_configs import TINY_LLAMA
+from tests.support.packs import shipped_pack
 from worker.preflight import disk, run_preflight
 from worker.seams.gpus import GIB, HostMemory, Inventory
 
 OK, GATED, BIG, DOWN, BUSY = "org/ok", "org/gated", "org/big", "org/down", "org/busy"
-PACK = load_pack()
+PACK = shipped_pack()
 CONFIG = TINY_LLAMA
 BIG_WEIGHTS = {  # a 70B model in bf16: 141 GB, described only
     "model-00001-of-00002.safetensors": Described(80 * 10**9, {"BF16": 40 * 10**9}),

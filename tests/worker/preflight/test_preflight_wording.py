@@ -13,12 +13,13 @@ from types import SimpleNamespace
 import pytest
 from huggingface_hub import constants
 
-from diagnostics import classify_lines, load_pack
+from diagnostics import classify_lines
 from tests.support.hub_server import HubServer
+from tests.support.packs import shipped_pack
 from tests.support.vllm_env import ROOT
 from worker.preflight import run_preflight
 
-PACK = load_pack()
+PACK = shipped_pack()
 FIXTURES = ROOT / "fixtures" / "vllm-0.32"
 TINY = {  # tests/support/tiny_model.py's config.json (the model the fixtures ran)
     "architectures": ["LlamaForCausalLM"],

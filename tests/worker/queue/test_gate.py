@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnostics import State, load_pack
+from diagnostics import State
+from tests.support.packs import shipped_pack
 from tests.support.scripted_vllm import standin_env
 from tests.support.vllm_env import group_alive
 from worker.config.settings import fallback_settings, load_settings
@@ -22,7 +23,7 @@ from worker.queue.gate import JobGate
 from worker.supervision.failure import config_failure
 from worker.supervision.supervisor import Supervisor, Timing
 
-PACK = load_pack()
+PACK = shipped_pack()
 
 
 @pytest.fixture(autouse=True)

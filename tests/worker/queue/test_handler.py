@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from diagnostics import State, load_pack
+from diagnostics import State
+from tests.support.packs import shipped_pack
 from tests.support.scripted_vllm import standin_env
 from worker.config.settings import fallback_settings, load_settings
 from worker.queue.handler import make_handler
@@ -19,7 +20,7 @@ from worker.queue.proxy import VllmProxy
 from worker.supervision.failure import config_failure
 from worker.supervision.supervisor import Supervisor, Timing
 
-PACK = load_pack()
+PACK = shipped_pack()
 JOB = {"id": "j1", "input": {"openai_route": "/v1/models"}}
 
 

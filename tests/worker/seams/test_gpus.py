@@ -12,14 +12,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnostics import Category, State, load_pack
+from diagnostics import Category, State
+from tests.support.packs import shipped_pack
 from tests.worker.preflight.test_preflight_fit import LLAMA_8B, FakeNvml
 from worker.modelinfo.facts import ModelFacts
 from worker.preflight import run_preflight
 from worker.seams import gpus
 from worker.seams.gpus import GIB
 
-PACK = load_pack()
+PACK = shipped_pack()
 
 
 class HangingNvml(FakeNvml):

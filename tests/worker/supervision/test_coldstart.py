@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from diagnostics import load_pack
+from tests.support.packs import shipped_pack
 from tests.support.vllm_env import ROOT
 from worker.supervision.coldstart import TIMINGS, ColdStartClock, timing_markers
 
-PACK = load_pack()
+PACK = shipped_pack()
 CORPUS = ROOT / "fixtures" / "corpus"
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from diagnostics import State, classify_lines, load_pack
+from diagnostics import State, classify_lines
 from tests.support.model_configs import LLAMA_70B
+from tests.support.packs import shipped_pack
 from tests.support.vllm_env import ROOT
 from worker.modelinfo.facts import ModelFacts
 from worker.preflight import plan
@@ -19,7 +20,7 @@ from worker.seams.gpus import GIB, Gpu, Inventory
 from worker.supervision.failure import failure_answer
 from worker.supervision.machine import WorkerState
 
-PACK = load_pack()
+PACK = shipped_pack()
 AWQ_70B = {
     **LLAMA_70B,
     "torch_dtype": "float16",

@@ -8,12 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from diagnostics import Category, Diagnosis, Evidence, State, load_pack
+from diagnostics import Category, Diagnosis, Evidence, State
+from tests.support.packs import shipped_pack
 from worker.supervision import relaunch as rl
 from worker.supervision import relaunch_apply as rla
 from worker.supervision.relaunch import Context, Failure, decide
 
-PACK = load_pack()
+PACK = shipped_pack()
 VOLUME_CACHE = "/runpod-volume/vllm-cache"
 LOCAL_CACHE = "/tmp/vllm-cache"
 # The most a relaunch could ask for: every condition of every kind holds.

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnostics import State, load_pack
+from diagnostics import State
+from tests.support.packs import shipped_pack
 from tests.support.supervising import FAST, settle, stop
 from tests.support.vllm_env import ROOT, free_port
 from worker.config.settings import load_settings
@@ -24,7 +25,7 @@ from worker.preflight import PreflightResult
 from worker.supervision import relaunch_apply as relaunch
 from worker.supervision.supervisor import Supervisor
 
-PACK = load_pack()
+PACK = shipped_pack()
 FIXTURES = ROOT / "fixtures"
 _OOM_LOG = FIXTURES / "corpus/oom/vllm-19964-ci-bnb-embedding-cudagraph-capture-oom.log"
 _KV_LOG = FIXTURES / "vllm-0.32/kv-cache-below-max-len.log"

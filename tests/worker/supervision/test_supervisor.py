@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from diagnostics import Category, State, load_pack
+from diagnostics import Category, State
+from tests.support.packs import shipped_pack
 from tests.support.scripted_vllm import standin_env
 from tests.support.supervising import FAST, settle, stop
 from tests.support.vllm_env import ROOT
@@ -25,7 +26,7 @@ from worker.config.settings import fallback_settings, load_settings
 from worker.supervision.failure import config_failure
 from worker.supervision.supervisor import Supervisor
 
-PACK = load_pack()
+PACK = shipped_pack()
 OOM = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
     "total capacity of 79.25 GiB of which 1.12 GiB is free."

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from diagnostics import Category, Classifier, State, load_pack
+from diagnostics import Category, Classifier, State
+from tests.support.packs import shipped_pack
 from worker.supervision.watchdog import Watchdog
 
-PACK = load_pack()
+PACK = shipped_pack()
 OOM = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
     "total capacity of 79.25 GiB of which 1.12 GiB is free."
