@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
@@ -22,6 +23,7 @@ from tests.support.sse import check_sse_chunks
 from tests.support.vllm_env import (
     ROOT,
     events,
+    group_alive,
     needs_vllm,
     start_worker,
     tiny_model_env,
@@ -246,7 +248,7 @@ def test_queue_faults_lose_nothing_deliverable(ready_worker, reliability):
 
 
 @settings(
-    max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    max_examples=250, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
 )
 @given(job_input=JOB_INPUTS)
 def test_generated_inputs_get_an_answer_or_a_structured_error(ready_worker, job_input):
@@ -262,7 +264,7 @@ def test_generated_inputs_get_an_answer_or_a_structured_error(ready_worker, job_
 def test_hypothesis_inputs_recorded(ready_worker, reliability):
     assert ready_worker["proc"].poll() is None
     reliability(
-        "1,000 generated job inputs (hypothesis: any JSON, near-valid shapes)",
+        "250 generated job inputs (hypothesis: any JSON, near-valid shapes)",
         "ready",
         "each got a structured error or a valid answer; worker never crashed",
         requires=("test_generated_inputs_get_an_answer_or_a_structured_error",),
@@ -291,3 +293,34 @@ def test_readme_client_examples_run_through_the_gateway(ready_worker, capsys):
         "/v1/messages",
     ]
     assert capsys.readouterr().out.strip()  # the answer and the stream were printed
+
+
+def test_sigterm_with_jobs_in_flight_ends_this_worker(ready_worker, reliability):
+    """The last test of this file: SIGTERM with five streaming jobs in flight ends the
+    shared worker (the module fixture then finds it stopped)."""
+    queue, proc, tmp = ready_worker["queue"], ready_worker["proc"], ready_worker["tmp"]
+    jobs = [
+        queue.submit(
+            {
+                "prompt": "x",
+                "sampling_params": {"max_tokens": 200, "ignore_eos": True},
+                "stream": True,
+            }
+        )
+        for _ in range(5)
+    ]
+    for job in jobs:
+        queue.wait_taken(job, 60)
+    spawned = next(e for e in events(tmp) if e.get("event") == "vllm.spawned")
+    os.killpg(proc.pid, signal.SIGTERM)
+    started = time.monotonic()
+    code = proc.wait(60)
+    ended = {j: queue.results.get(j) for j in jobs}
+    assert code == 0
+    assert all(r is not None for r in ended.values()), "a job in flight was left without an answer"
+    assert not group_alive(spawned["pid"])
+    reliability(
+        "SIGTERM with 5 streaming jobs in flight",
+        "stopped",
+        f"every job finished or got an error; vLLM group gone; worker exit 0 after {time.monotonic() - started:.1f} s",
+    )
