@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.queue_server import QueueServer
-from tests.support.scheduling import VLLM_GROUP, FileScheduling, scope_of
+from tests.support.scheduling import FileScheduling, is_vllm_scope, scope_of
 from tests.support.vllm_env import PLANTED_ENV
 
 _MAX_SCANNED = 64 * 1024 * 1024
@@ -152,8 +152,9 @@ def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one test process per core; without the real-vLLM tests
     (``-m "not vllm"``) two per core (at most 4), since the tests of worker processes
     mostly wait on their children: measured on 2 cores with one busy, 96 s with 2
-    processes, 83 s with 4. A real vLLM wants the cores to itself, so a run with it
-    keeps one per core."""
+    processes, 83 s with 4. A run with the real-vLLM tests keeps one per core: with three
+    processes (two running vLLM groups) on 2 cores and one of them busy, the tests that
+    bound a latency (a 408 at the body timeout, /ping during an attack) missed it."""
     cores = os.cpu_count() or 1
     if "not vllm" in (config.option.markexpr or ""):
         return min(2 * cores, 4)
@@ -161,8 +162,8 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    # The longest unit of work first: the other process takes the rest meanwhile.
-    items.sort(key=lambda item: scope_of(item.nodeid) != VLLM_GROUP)
+    # The longest units of work first (the vLLM groups): the others follow.
+    items.sort(key=lambda item: not is_vllm_scope(scope_of(item.nodeid)))
 
 
 def pytest_runtest_logreport(report):
