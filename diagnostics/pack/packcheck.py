@@ -48,7 +48,8 @@ def _parse(file_name: str, data: bytes) -> object:
 
 def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> RulePack:
     """The pack of parsed files; ``trusted``: read back from the cache of validated packs
-    (the checks are cheap and run again; only templates and RE2 compiles are skipped)."""
+    (the checks are cheap and run again; only templates, RE2 compiles and the provenance
+    paths' shapes are skipped)."""
     rules: list[Rule] = []
     phases: list[Phase] = []
     seen: dict[str, str] = {}
@@ -67,7 +68,7 @@ def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> Ru
             if provenance is not None:
                 raise RulePackError(f"{file_name}: provenance: a second provenance section")
             try:
-                provenance = parse_provenance(doc["provenance"], "provenance")
+                provenance = parse_provenance(doc["provenance"], "provenance", trusted=trusted)
             except ValueError as exc:
                 raise RulePackError(f"{file_name}: {exc}") from None
         for index, raw in enumerate(_as_list(doc.get("phases", []), file_name, "phases")):
