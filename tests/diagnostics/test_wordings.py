@@ -20,6 +20,18 @@ PACK = shipped_pack()
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
     (
+        ["RuntimeError: GPUs with compute capability below 7.0 are not supported."],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "torch._inductor.exc.InductorError: RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler, which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA capability 6.0",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
         [
             "huggingface_hub.utils._errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-65a1b2c3-0123456789abcdef01234567)",
             "",
