@@ -3,9 +3,10 @@
 Usage: python scripts/corpus_accuracy.py [--variants] [--tails] [CORPUS_DIR ...]
 (default: the fixtures)
 
-``--variants`` also scores held-out-style variants of every failure log (an elided window
-around the root cause, a paste cut right after it, hard-wrapped at 80 and 120 columns,
-Windows line ends, quoted with "> "). ``--tails`` scores the last 5, 10 and 20 lines of
+``--variants`` also scores held-out-style variants of every failure log (the root-cause
+line alone, an elided window around the root cause, a paste cut right after it,
+hard-wrapped at 80 and 120 columns, Windows line ends, quoted with "> ", indented, CRI
+and docker JSON lines). ``--tails`` scores the last 5, 10 and 20 lines of
 every failure log (a paste of the end only, often without the root cause): how many are
 judged failed at all, how many right, and that none of a transient category is permanent.
 

@@ -74,6 +74,7 @@ def summary(results: list[Scored]) -> dict[str, tuple[int, int]]:
 # Held-out-style variants of a labelled log: the shapes pastes take. Each keeps the
 # labelled root-cause line, so the verdict should not change.
 VARIANTS = (
+    "line",
     "window",
     "cut",
     "wrap80",
@@ -88,6 +89,8 @@ VARIANTS = (
 
 def variant(lines: list[str], cause_at: int, kind: str) -> list[str]:
     """``lines`` shaped as ``kind``; ``cause_at`` is the index of the root-cause line."""
+    if kind == "line":  # a paste of the cause's line alone
+        return lines[cause_at : cause_at + 1]
     if kind == "window":  # an elided paste: a few lines around the cause
         return lines[max(0, cause_at - 5) : cause_at + 10]
     if kind == "cut":  # the paste stops right after the cause
