@@ -188,8 +188,10 @@ def test_concurrent_streams_with_clients_leaving_leak_no_upstream_request(lb_wor
     once for some leavers and not for others in runs here, so its aborts are not
     counted; tests/worker/lb/test_lb_worker.py shows the upstream cancel itself.) On a busy
     machine a leaver's 2,000 tokens can all be out before its client thread reads the
-    first one; such a leaver has nothing left to cancel and is counted by vLLM as
-    finished, so every leaver must be either cancelled or finished, none left running."""
+    first one (a fresh-clone CI run with two vLLMs starting beside it saw all four
+    finish first); such a leaver has nothing left to cancel and is counted by vLLM as
+    finished, so every leaver must be either cancelled or finished, none left running.
+    That at least one was cancelled is not asserted: it depends on the machine's load."""
     streams, leavers = 12, 4
     errors: list[BaseException] = []
     done: list[str] = []
@@ -238,4 +240,4 @@ def test_concurrent_streams_with_clients_leaving_leak_no_upstream_request(lb_wor
                 break
             time.sleep(0.2)  # re-read vLLM's counters
     assert (running, waiting) == (0, 0)
-    assert gone >= 1 and gone + finished >= leavers, (gone, finished)
+    assert gone + finished >= leavers, (gone, finished)
