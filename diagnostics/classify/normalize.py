@@ -94,7 +94,7 @@ def normalize(line: str) -> str:
             # after the indent. An indent with no prefix after it (a traceback's frame
             # and code lines) is kept.
             indented = text.lstrip(" \t")
-            match = _PREFIXES.match(indented) if indented is not text else None
+            match = _PREFIXES.match(indented) if len(indented) < len(text) else None
             if not match or match.end() == 0:
                 break
             text = indented

@@ -266,10 +266,11 @@ def parse_provenance(raw: object, where: str, *, trusted: bool = False) -> Prove
         ("modules", r"^[\w/.]+\.py$"),
         ("packages", r"^[\w/.]+/$"),
     )
-    for key, pattern in () if trusted else shapes:
-        bad = [name for name in maps[key] if not re.match(pattern, name)]
-        if bad:
-            raise ValueError(f"{where}.{key}: {bad[0]!r} is not a project path")
+    if not trusted:
+        for key, pattern in shapes:
+            bad = [name for name in maps[key] if not re.match(pattern, name)]
+            if bad:
+                raise ValueError(f"{where}.{key}: {bad[0]!r} is not a project path")
     return Provenance(
         deterministic=names["deterministic"],
         deterministic_in=names["deterministic_in"],
