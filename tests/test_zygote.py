@@ -5,38 +5,43 @@ status ``Popen`` would report, also for a signal."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 
 import psutil
 import pytest
 
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import ROOT, events, free_port, start_worker, worker_env
+from tests.support.vllm_env import ROOT, events, free_port, running_worker, worker_env
 
 BAD = "\udcff"  # os.environ's form of the byte 0xff
 
 
-def _started(tmp_path, monkeypatch, fork_server: bool, **extra: str):
+@contextlib.contextmanager
+def _started(tmp_path, monkeypatch, fork_server: bool, **extra: str) -> Iterator[tuple]:
+    """A queue and a worker on it (forked or plain), started with RLIMIT_NOFILE 512; on
+    the way out the worker's group is killed if it still runs, then the queue closed."""
     monkeypatch.setenv("WORKER_FORK_SERVER", "1" if fork_server else "0")
-    queue = QueueServer().__enter__()
     settings = {"MODEL_NAME": "stand-in/model", **extra}
-    env = worker_env(
-        tmp_path,
-        WORKER_MODE="queue",
-        PORT=str(free_port()),
-        PORT_HEALTH=str(free_port()),
-        **settings,  # a setting the worker refuses: failed-permanent, serving jobs
-        **queue.env(),
-    )
-    return queue, start_worker(env, tmp_path, nofile=512)
+    with QueueServer() as queue:
+        env = worker_env(
+            tmp_path,
+            WORKER_MODE="queue",
+            PORT=str(free_port()),
+            PORT_HEALTH=str(free_port()),
+            **settings,  # a setting the worker refuses: failed-permanent, serving jobs
+            **queue.env(),
+        )
+        with running_worker(env, tmp_path, nofile=512) as proc:
+            yield queue, proc
 
 
 @pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "plain"])
 def test_a_forked_worker_is_the_worker_python_would_start(tmp_path, monkeypatch, fork_server):
-    queue, proc = _started(tmp_path, monkeypatch, fork_server, MODEL_NAME=f"org/a{BAD}b")
-    try:
+    with _started(tmp_path, monkeypatch, fork_server, MODEL_NAME=f"org/a{BAD}b") as (queue, proc):
         done = queue.wait_done(queue.submit({"prompt": "x"}), 30)
         assert proc.poll() is None  # failed-permanent: it stays up
         process = psutil.Process(proc.pid)
@@ -47,11 +52,6 @@ def test_a_forked_worker_is_the_worker_python_would_start(tmp_path, monkeypatch,
             proc.wait(0.01)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        queue.__exit__(None, None, None)
     assert "MODEL_NAME" in done["error"]  # the byte that is not UTF-8 reached the worker
     assert [e["event"] for e in events(tmp_path)] == [
         "worker.state_changed",
@@ -65,12 +65,9 @@ def test_a_forked_worker_is_the_worker_python_would_start(tmp_path, monkeypatch,
 
 @pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "plain"])
 def test_a_signal_ends_a_forked_worker_as_popen_reports_it(tmp_path, monkeypatch, fork_server):
-    queue, proc = _started(tmp_path, monkeypatch, fork_server, VLLM_PORT="0")
-    try:
+    with _started(tmp_path, monkeypatch, fork_server, VLLM_PORT="0") as (queue, proc):
         queue.wait_done(queue.submit({"prompt": "x"}), 30)
         proc.kill()
         assert proc.wait(30) == -signal.SIGKILL
         assert proc.returncode == -signal.SIGKILL and proc.poll() == -signal.SIGKILL
         proc.send_signal(signal.SIGTERM)  # after its end: nothing to signal, no error
-    finally:
-        queue.__exit__(None, None, None)

@@ -7,8 +7,8 @@ process. Each of those files starts vLLMs of its own; a real vLLM start is mostl
 busy core and waits, so two groups (the files alternately, by path) run at once where
 the machine has two cores and 16 GiB (each test vLLM reserves a quarter of the memory):
 the whole suite took 358 s in one group and 253 s in two (three test processes) on an
-idle 2-core machine, and 371 s in two with another process busy on one core (2026-12-02). Each test
-process takes the other files when its group is done.
+idle 2-core machine, and 371 s in two with another process busy on one core
+(2026-12-02). Each test process takes the other files when its group is done.
 
 (``--dist loadgroup`` with ``xdist_group`` marks would say this with marks, but
 pytest-xdist 3.8 tags the group onto ``item._nodeid``, which pytest 9.2 no longer
@@ -42,6 +42,7 @@ def vllm_files() -> tuple[str, ...]:
     return tuple(sorted(path for path in found if holds_vllm_tests(path)))
 
 
+@functools.cache
 def vllm_groups() -> int:
     """How many vLLMs may start at once: two where the cores and the memory allow
     (each test vLLM reserves a quarter of the host's memory, GPU_MEMORY_UTILIZATION),

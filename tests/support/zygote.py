@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import io
 import json
 import os
 import resource
@@ -60,11 +61,8 @@ PRELOAD = (
     "multiprocessing.managers",
 )
 
-WORKER_MAIN = Path(__file__).resolve().parents[2] / "worker" / "__main__.py"
-
-
-def _exit_code(status: int) -> int:
-    return os.waitstatus_to_exitcode(status)
+ROOT = Path(__file__).resolve().parents[2]
+WORKER_MAIN = ROOT / "worker" / "__main__.py"
 
 
 def _run_worker(request: dict) -> int:
@@ -83,8 +81,13 @@ def _run_worker(request: dict) -> int:
     os.close(null)
     os.environ.clear()
     os.environ.update(request["env"])
-    if os.environ.get("PYTHONUNBUFFERED"):
-        sys.stdout.reconfigure(write_through=True)
+    if os.environ.get("PYTHONUNBUFFERED"):  # as python -u builds it (the server's is buffered)
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False),
+            encoding=sys.stdout.encoding,
+            errors=sys.stdout.errors,
+            write_through=True,
+        )
     sys.argv = [str(WORKER_MAIN)]
     code = 0
     try:
@@ -138,7 +141,7 @@ def serve(path: str) -> None:
             conn = waiting.pop(pid, None)
             if conn is not None:
                 with contextlib.suppress(OSError):
-                    conn.sendall(b"%d\n" % _exit_code(status))
+                    conn.sendall(b"%d\n" % os.waitstatus_to_exitcode(status))
                 conn.close()
 
     while True:
@@ -187,7 +190,9 @@ class Forked:
         self._buffer = b""
         self.args = args
         self.returncode: int | None = None
-        self.pid = int(self._line(None) or "0")
+        pid = self._line(None)
+        assert pid is not None  # without a timeout: a line, or OSError
+        self.pid = int(pid)
 
     def _line(self, timeout: float | None) -> str | None:
         """The next line from the server; None when ``timeout`` passed first."""
@@ -237,9 +242,11 @@ class ForkServer:
     def __init__(self) -> None:
         self._folder = tempfile.mkdtemp(prefix="zygote-")
         self.path = os.path.join(self._folder, "socket")
-        self._proc = subprocess.Popen(
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+        self._proc = subprocess.Popen(  # buffered output: each worker sets its own
             [sys.executable, "-m", "tests.support.zygote", self.path],
-            cwd=WORKER_MAIN.parents[1],
+            cwd=ROOT,
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -251,7 +258,7 @@ class ForkServer:
     def spawn(self, env: dict[str, str], out: Path, err: Path, nofile: int | None) -> Forked:
         request = {
             "env": env,
-            "cwd": str(WORKER_MAIN.parents[1]),
+            "cwd": str(ROOT),
             "out": str(out),
             "err": str(err),
             "nofile": nofile,
