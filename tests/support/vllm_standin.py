@@ -28,8 +28,6 @@ import json
 import signal
 import sys
 
-import uvicorn
-
 
 class StandIn:
     def __init__(self) -> None:
@@ -109,6 +107,8 @@ def main() -> None:
         signal.pause()
         return
     print("INFO Starting vLLM stand-in", flush=True)
+    import uvicorn  # not before: a loading stand-in never serves (a tenth of a CPU-s)
+
     uvicorn.run(StandIn(), host=args.host, port=args.port, log_level="info", lifespan="off")
 
 

@@ -79,7 +79,9 @@ def _summary(pack) -> list[tuple]:
     ] + [(p.phase, tuple(rx.pattern for rx in p.patterns), p.source) for p in pack.phases]
 
 
-def test_the_shipped_pack_read_back_is_the_pack_validated(cache):
+def test_the_shipped_pack_read_back_is_the_pack_validated(cache, tmp_path):
+    """Validated once (about two seconds of CPU), then read back: from its own folder and
+    from a copy of it elsewhere (same files, same entry)."""
     fresh = load_pack()
     assert len(_entries(cache)) == 1
     cached = load_pack()
@@ -87,13 +89,19 @@ def test_the_shipped_pack_read_back_is_the_pack_validated(cache):
     assert [p.regex.pattern for p in cached.patterns] == [p.regex.pattern for p in fresh.patterns]
     assert classify_lines(LOG, cached) == classify_lines(LOG, fresh)
     assert classify_lines(LOG, cached).rule == "kv-cache-no-memory"
+    copy = tmp_path / "copy"
+    shutil.copytree(RULES, copy)
+    assert _summary(load_pack(copy)) == _summary(fresh)
+    assert len(_entries(cache)) == 1
 
 
-def test_a_cached_load_parses_no_yaml_and_compiles_patterns_on_use(tmp_path):
+def test_a_cached_load_parses_no_yaml_and_compiles_patterns_on_use(tmp_path, small_pack):
+    """In a process of its own (nothing imported before); the one-rule pack, since
+    validating the shipped one twice more would cost seconds and show nothing more."""
     code = (
         "import sys\n"
         "from diagnostics.pack.rules import load_pack\n"
-        "pack = load_pack()\n"
+        f"pack = load_pack({str(small_pack)!r})\n"
         "from diagnostics.pack.matching import Regex\n"
         "def compiled(rx):  # the slot itself: getattr would compile it\n"
         "    try:\n"
@@ -166,13 +174,6 @@ def test_a_cache_that_is_off_or_unwritable_stores_nothing(cache, tmp_path, monke
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     for _ in range(2):
         assert classify_lines(["THING gear BROKE"], load_pack(small_pack)).cause == "gear broke."
-
-
-def test_the_pack_is_read_from_any_folder_it_is_copied_to(cache, tmp_path):
-    copy = tmp_path / "copy"
-    shutil.copytree(RULES, copy)
-    assert _summary(load_pack(copy)) == _summary(load_pack(RULES))
-    assert len(_entries(cache)) == 1  # same files, same entry
 
 
 def test_a_lazy_regex_is_the_eager_one():

@@ -20,7 +20,7 @@ import pytest
 from diagnostics import Category, State
 from tests.support.packs import shipped_pack
 from tests.support.scripted_vllm import standin_env
-from tests.support.supervising import FAST, settle, stop
+from tests.support.supervising import FAST, settle, stop, stuck
 from tests.support.vllm_env import ROOT
 from worker.config.settings import fallback_settings, load_settings
 from worker.supervision.failure import config_failure
@@ -85,7 +85,7 @@ def test_vllm_dying_after_ready_fails_transiently_and_says_so(tmp_path):
     assert settle(supervisor) is State.READY
     httpx.get(f"http://127.0.0.1:{supervisor.settings.vllm_port}/die")
     assert died.wait(30)
-    assert supervisor.wait_stopped(30)
+    assert supervisor.wait_stopped(30), stuck(supervisor)
     assert supervisor.state is State.FAILED_TRANSIENT
     assert seen == [State.READY, State.FAILED_TRANSIENT]
     assert supervisor.diagnosis is not None and supervisor.exit_code == 1
@@ -169,6 +169,6 @@ def test_recorded_vllm_failures_settle_by_their_category(tmp_path, row):
     supervisor = Supervisor(load_settings(env), PACK, env, passthrough=io.BytesIO(), timing=FAST)
     expected = State.FAILED_PERMANENT if row["permanent"] else State.FAILED_TRANSIENT
     assert settle(supervisor) is expected
-    assert supervisor.wait_stopped(30)
+    assert supervisor.wait_stopped(30), stuck(supervisor)
     assert supervisor.diagnosis is not None
     assert str(supervisor.diagnosis.category) == row["category"]
