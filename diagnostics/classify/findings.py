@@ -15,7 +15,7 @@ and the fast path can skip what cannot beat it."""
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from diagnostics.classify.progress import Origin, Progress
 from diagnostics.model import State
@@ -32,13 +32,12 @@ def stored(line: str) -> str:
     return line if len(line) <= MAX_STORED_LINE else truncate(line, MAX_STORED_LINE)
 
 
-@dataclass
-class Hit:
+class Hit(NamedTuple):
     rule: Rule
     line: int
     raw: str
     text: str
-    following: list[str] = field(default_factory=list)
+    following: list[str]  # continuation lines, appended while collecting
     chain: int = 0  # the traceback chain it belongs to (Progress.chain)
     origin: Origin | None = None  # where the exception was raised (Progress.origin)
     at: int = 0  # the order it was read in (a reversed console export: not ``line``)

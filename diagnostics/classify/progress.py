@@ -7,7 +7,7 @@ it shows (where its exception was raised: provenance)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from diagnostics.model import State
 from diagnostics.pack.evidence import project_path
@@ -22,8 +22,7 @@ _RAISE = re.compile(r"^\s+raise (?P<cls>[A-Za-z_][\w.]*)")
 _HEADER_CLASS = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Z]\w*)\s{2,}Traceback \(most recent")
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """Where an exception was raised: a project-relative path and function (from a
     frame), or the file name vLLM's log prefix gives (function empty)."""
 

@@ -3,15 +3,14 @@ line's message may continue on the next line."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from diagnostics.classify.normalize import continuation, normalize, unwrapped_part
 
 _MAX_WRAPPED_PARTS = 4  # a message hard-wrapped over more lines is not joined further
 
 
-@dataclass(frozen=True)
-class Wrapped:
+class Wrapped(NamedTuple):
     """Lines cut at a terminal's width, joined: the message may continue on the next line."""
 
     last: int  # line number of the last part

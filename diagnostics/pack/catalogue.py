@@ -32,8 +32,8 @@ import json
 import marshal
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from diagnostics.model import Category
 
@@ -44,8 +44,7 @@ _MAX_TEXT = 4096
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One catalogued message."""
 
     template: str
@@ -57,8 +56,7 @@ class Entry:
     pieces: tuple[str, ...]  # the fixed text between the fields
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """A catalogued message read in a text."""
 
     entry: Entry

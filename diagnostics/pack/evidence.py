@@ -30,8 +30,8 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import cast
+from types import MappingProxyType
+from typing import NamedTuple, cast
 
 from diagnostics.model import Category
 
@@ -66,8 +66,7 @@ class EvidenceError(ValueError):
     """A ``transient_if`` entry that cannot be used (reported by the pack loader)."""
 
 
-@dataclass(frozen=True)
-class TransientIf:
+class TransientIf(NamedTuple):
     """A test over captured numbers, and the cause/fix to give when it holds."""
 
     test: str
@@ -172,20 +171,20 @@ _PROVENANCE_KEYS = {
     "modules",
     "packages",
 }
+_EMPTY: Mapping[str, Category] = MappingProxyType({})
 _PROJECT_PATH = re.compile(r"(?:^|[/\\])((?:" + "|".join(PROJECTS) + r")[/\\][^\s\"']+\.py)$")
 
 
-@dataclass(frozen=True)
-class Provenance:
+class Provenance(NamedTuple):
     """The provenance section of a pack (empty when the pack has none)."""
 
     deterministic: frozenset[str] = frozenset()
     deterministic_in: frozenset[str] = frozenset()
-    exceptions: dict[str, Category] = field(default_factory=dict)
-    functions: dict[str, Category] = field(default_factory=dict)
-    modules: dict[str, Category] = field(default_factory=dict)
-    packages: dict[str, Category] = field(default_factory=dict)
-    basenames: dict[str, Category] = field(default_factory=dict)
+    exceptions: Mapping[str, Category] = _EMPTY
+    functions: Mapping[str, Category] = _EMPTY
+    modules: Mapping[str, Category] = _EMPTY
+    packages: Mapping[str, Category] = _EMPTY
+    basenames: Mapping[str, Category] = _EMPTY
 
     def of_frame(self, path: str, function: str, *, exact: bool = False) -> Category | None:
         """The category of a raise in ``function`` of ``path`` (a project-relative path:

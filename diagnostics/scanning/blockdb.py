@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import hyperscan
 
@@ -20,8 +20,7 @@ from diagnostics.scanning import prefilter
 from diagnostics.scanning.prefilter import prefilter_head
 
 
-@dataclass(frozen=True)
-class Scanner:
+class Scanner(NamedTuple):
     """The Hyperscan databases the block scan uses for one pack."""
 
     pack: RulePack

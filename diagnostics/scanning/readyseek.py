@@ -4,8 +4,7 @@ which nothing can change a verdict."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import BinaryIO, cast
+from typing import BinaryIO, NamedTuple, cast
 
 from diagnostics.classify.normalize import normalize, wrapped_at_width
 from diagnostics.pack.rules import RulePack
@@ -21,14 +20,12 @@ def is_ready_line(line: bytes, scan: Scanner) -> bool:
     return any(i in ids and scan.pack.patterns[i].regex.search(text) for i in scan.ready_indexes)
 
 
-@dataclass(frozen=True)
-class Restart:
+class Restart(NamedTuple):
     offset: int  # where to start reading (a line start)
     lines: int  # lines before it
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """How to read a file: from where, and where reading may stop."""
 
     restart: Restart | None  # None: from the start
