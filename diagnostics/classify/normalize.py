@@ -17,13 +17,20 @@ by the caller for evidence; this module only computes the text the rules see.
 from __future__ import annotations
 
 import re
+from functools import cache
+
 
 # CSI sequences (colours, cursor moves) and OSC sequences (titles, links), which end at
 # BEL or ST; an OSC without an end stops at the next ESC, so every character is read a
 # bounded number of times (an unterminated "ESC ]" once scanned to the end of the line
 # for every occurrence: quadratic). The last form: colour codes whose ESC was lost in a
-# copy ("[0;36m"), checked only where no ESC is present.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b")
+# copy ("[0;36m"), checked only where no ESC is present. The first compiles on first use
+# (only a line with an ESC needs it).
+@cache
+def _ansi() -> re.Pattern[str]:
+    return re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b")
+
+
 _LOST_ESC = re.compile(r"(?<![\w\]])\[[0-9;]{1,12}m")
 
 # Each prefix is stripped from the start of the line, repeatedly, in any order.
@@ -64,13 +71,22 @@ _PREFIXES = re.compile(
 _MAX_PREFIXES = 8
 # Exception messages printed without the exception line's shape, reshaped into it so the
 # rules read them: pydantic v1's "msg (type=value_error)" and vLLM 0.5's worker report.
-_PYDANTIC_V1 = re.compile(r"^\s*(?P<msg>\S.*?) \(type=value_error(?:\.\w+)?\)\s*$")
-_WORKER_REPORT = re.compile(r"Exception in worker \S+ while processing method \w+: (?P<msg>.+)$")
+
+
+# Compiled on first use, as _ansi: few logs hold either.
+@cache
+def _pydantic_v1() -> re.Pattern[str]:
+    return re.compile(r"^\s*(?P<msg>\S.*?) \(type=value_error(?:\.\w+)?\)\s*$")
+
+
+@cache
+def _worker_report() -> re.Pattern[str]:
+    return re.compile(r"Exception in worker \S+ while processing method \w+: (?P<msg>.+)$")
 
 
 def strip_ansi(line: str) -> str:
     if "\x1b" in line:
-        line = _ANSI.sub("", line)
+        line = _ansi().sub("", line)
     if "m" in line and "[" in line:
         line = _LOST_ESC.sub("", line)
     return line
@@ -105,9 +121,9 @@ def normalize(line: str) -> str:
 def reshape(text: str) -> str:
     """A message printed without the exception line's shape, reshaped into it (also a
     message joined from the lines a terminal cut it into)."""
-    if "(type=value_error" in text and (found := _PYDANTIC_V1.match(text)):
+    if "(type=value_error" in text and (found := _pydantic_v1().match(text)):
         return f"Value error, {found.group('msg')} [type=value_error]"
-    if "while processing method" in text and (found := _WORKER_REPORT.search(text)):
+    if "while processing method" in text and (found := _worker_report().search(text)):
         return f"Exception: {found.group('msg').rstrip()}"
     return text.rstrip()
 

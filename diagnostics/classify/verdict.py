@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Reversible
+from functools import cache
 
 from diagnostics.classify.findings import Hit, captures
 from diagnostics.classify.normalize import clean_raw
@@ -201,10 +202,19 @@ def last_evidence(recent: Reversible[tuple[int, str]], redactor: Redactor) -> Ev
     return None
 
 
-_LOG_FILE = re.compile(
-    r"\b(?:ERROR|CRITICAL|WARNING|INFO)\s+\d\d-\d\d\s+[\d:.]+\s+\[?(?P<file>[\w.\-]+\.py):\d+\]"
-)
-_EXC = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Za-z_]\w*)(?:\([\w.]+\))?(?::|$)")
+# Compiled on first use (a generic verdict's): most runs never read them.
+@cache
+def _log_file() -> re.Pattern[str]:
+    return re.compile(
+        r"\b(?:ERROR|CRITICAL|WARNING|INFO)\s+\d\d-\d\d\s+[\d:.]+\s+\[?(?P<file>[\w.\-]+\.py):\d+\]"
+    )
+
+
+@cache
+def _exc() -> re.Pattern[str]:
+    return re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Za-z_]\w*)(?:\([\w.]+\))?(?::|$)")
+
+
 _FIX = {
     Category.BAD_CONFIG: "Change the option the message names (an env var, VLLM_EXTRA_ARGS or "
     "VLLM_CONFIG_FILE).",
@@ -253,7 +263,7 @@ def judged_by_origin(
         category = provenance.of_frame(origin.path, origin.function, exact=not confirmed)
         where = f"{origin.path} ({origin.function})"
         own = provenance.raised_by_own_code(origin.path)
-    if category is None and hit is not None and (log := _LOG_FILE.search(hit.raw)):
+    if category is None and hit is not None and (log := _log_file().search(hit.raw)):
         category = provenance.of_log_file(log.group("file"))
         where, own = f"vLLM's {log.group('file')}", "vllm" in provenance.deterministic_in
     if category is None:
@@ -277,6 +287,6 @@ def _exception_class(hit: Hit | None, captured: Mapping[str, str] | None) -> str
         return ""
     name = (captured or {}).get("exc") or ""
     if not name:
-        found = _EXC.match(hit.text)
+        found = _exc().match(hit.text)
         name = found.group("cls") if found else ""
     return name.rsplit(".", 1)[-1]

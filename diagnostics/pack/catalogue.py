@@ -26,13 +26,12 @@ Pure: the data is read once (:func:`load_catalogue`), the lookup does no I/O.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import marshal
 import re
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import NamedTuple
 
 from diagnostics.model import Category
@@ -41,7 +40,6 @@ FORMAT = 1
 MIN_CUT = 40  # fixed characters a cut message must show, from its start
 _MAX_CANDIDATES = 64  # templates checked for one text (a pair shared by more says little)
 _MAX_TEXT = 4096
-_WORD = re.compile(r"[A-Za-z0-9_]+")
 
 
 class Entry(NamedTuple):
@@ -62,6 +60,11 @@ class Found(NamedTuple):
     entry: Entry
     whole: bool  # every piece was read (else the text stops inside it)
     matched: int  # fixed characters read
+
+
+@cache
+def _word() -> re.Pattern[str]:  # compiled on first use: the catalogue is read for few logs
+    return re.compile(r"[A-Za-z0-9_]+")
 
 
 class Catalogue:
@@ -85,7 +88,7 @@ class Catalogue:
     def lookup(self, text: str) -> Found | None:
         """The catalogued message ``text`` holds, or None (none, or an ambiguous one)."""
         text = text[:_MAX_TEXT]
-        words = [(m.group().lower(), m.start()) for m in _WORD.finditer(text)]
+        words = [(m.group().lower(), m.start()) for m in _word().finditer(text)]
         found: list[Found] = []
         checked = 0
         for (first, at), (second, _) in itertools.pairwise(words):
@@ -127,7 +130,7 @@ def anchors(pieces: tuple[str, ...]) -> tuple[list[Place], list[Place]]:
     late: list[Place] = []
     fixed = 0
     for index, piece in enumerate(pieces):
-        words = list(_WORD.finditer(piece))
+        words = list(_word().finditer(piece))
         if index > 0 and words and words[0].start() == 0:
             words = words[1:]  # glued to the field before it
         if index < len(pieces) - 1 and words and words[-1].end() == len(piece):
@@ -271,6 +274,8 @@ def load_catalogue() -> Catalogue:
         data = (default_rules_dir() / "catalogue.json").read_bytes()
     except OSError:
         return Catalogue(())
+    import hashlib  # only here: the catalogue is read for few logs (OpenSSL's load ~2.5 ms)
+
     folder = dbcache.cache_dir()
     name = f"catalogue-{hashlib.sha256(data).hexdigest()[:32]}.marshal"
     if folder is not None and (payload := dbcache.read_entry(folder / name)) is not None:

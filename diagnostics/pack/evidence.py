@@ -30,13 +30,13 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
+from functools import cache
 from types import MappingProxyType
 from typing import NamedTuple, cast
 
 from diagnostics.model import Category
 
 _KEYS = {"test", "cause", "fix"}
-_SIZE = re.compile(r"^\s*(-?[\d.]+)\s*([KMGT]?)(i?B)?\s*$")
 _SCALE = {"": 1.0, "K": 1 / 1024**2, "M": 1 / 1024, "G": 1.0, "T": 1024.0}
 _ALLOWED = (
     ast.Expression,
@@ -88,11 +88,16 @@ class TransientIf(NamedTuple):
             return False
 
 
+@cache
+def _size() -> re.Pattern[str]:  # compiled on first use: few logs hold a transient_if's line
+    return re.compile(r"^\s*(-?[\d.]+)\s*([KMGT]?)(i?B)?\s*$")
+
+
 def as_number(text: str | None) -> float | None:
     """``"31.44"`` -> 31.44; ``"270.00 MiB"`` -> 0.2637 (GiB); anything else -> None."""
     if text is None:
         return None
-    match = _SIZE.match(text)
+    match = _size().match(text)
     if not match:
         return None
     try:

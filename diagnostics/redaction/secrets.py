@@ -15,10 +15,9 @@ the crash-loop ledger key, the log pipeline) asks here. Pure: no I/O.
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Iterable, Mapping
-from urllib.parse import unquote
+from functools import cache
 
 # A name ending in one of these words holds a secret.
 SECRET_WORDS = frozenset(
@@ -42,7 +41,6 @@ SECRET_WORDS = frozenset(
 # A name holding one of these words anywhere holds a secret (AWS_SECRET_ACCESS_KEY_V2).
 ALWAYS_SECRET_WORDS = frozenset({"SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "PASSPHRASE"})
 
-_WORD_SPLIT = re.compile(r"[^A-Z0-9]+")
 
 # Lower-case spellings of the same words, as a regex fragment: a key in text
 # ("api-key: ...", "password=...", "'hf_token': ...") ends in one of them.
@@ -52,18 +50,33 @@ KEY_WORDS_RE = (
 )
 # A URL with credentials: scheme://user:password@ or scheme://token@
 URL_USERINFO_RE = r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,30}://)([^\s/@?#\"'<>]+)@"
-_URL_USERINFO = re.compile(URL_USERINFO_RE)
 # A command-line flag whose value is a secret: --hf-token X, --api-key=X
 SECRET_FLAG_RE = r"(--(?:[a-z0-9]+-){0,8}" + KEY_WORDS_RE + r")(?:=|\s+)"
-_SECRET_FLAG_VALUE = re.compile(SECRET_FLAG_RE + r"([^\s\"']+)", re.IGNORECASE)
 
 # Exact values shorter than this are not searched for in text (they would hit
 # ordinary words); their shapes (KEY=..., URLs) are still redacted.
 MIN_SECRET_LENGTH = 6
 
 
+# The patterns below compile on first use: the worker uses them, ``diagnose`` does not
+# (RE2 redacts its output, diagnostics.redaction.redact), and compiling costs its run ~1 ms.
+@cache
+def _word_split() -> re.Pattern[str]:
+    return re.compile(r"[^A-Z0-9]+")
+
+
+@cache
+def _url_userinfo() -> re.Pattern[str]:
+    return re.compile(URL_USERINFO_RE)
+
+
+@cache
+def _secret_flag_value() -> re.Pattern[str]:
+    return re.compile(SECRET_FLAG_RE + r"([^\s\"']+)", re.IGNORECASE)
+
+
 def _words(name: str) -> list[str]:
-    words = [w for w in _WORD_SPLIT.split(name.upper()) if w]
+    words = [w for w in _word_split().split(name.upper()) if w]
     while words and words[-1].isdigit():
         words.pop()
     return words
@@ -86,8 +99,11 @@ def url_credentials(text: str) -> list[str]:
     """The user-info parts (``user:password``, a token) of URLs in ``text``, and the
     passwords; each also percent-decoded, and ``user:password`` as HTTP basic auth sends
     it (base64), the form a server that echoes its request's headers repeats."""
+    import base64  # only here: ``diagnose`` never calls this (~1 ms of its run)
+    from urllib.parse import unquote
+
     found: list[str] = []
-    for match in _URL_USERINFO.finditer(text):
+    for match in _url_userinfo().finditer(text):
         userinfo = match.group(2)
         plain = unquote(userinfo)
         found += [userinfo, plain]
@@ -107,7 +123,7 @@ def secret_values(env: Mapping[str, str]) -> list[str]:
             values.add(value)
             values.add(value.strip())
         values.update(url_credentials(value))
-        values.update(m.group(2) for m in _SECRET_FLAG_VALUE.finditer(value))
+        values.update(m.group(2) for m in _secret_flag_value().finditer(value))
     return sorted((v for v in values if len(v) >= MIN_SECRET_LENGTH), key=lambda v: (-len(v), v))
 
 
@@ -122,5 +138,5 @@ def without_secret_args(args: Iterable[str]) -> list[str]:
         if secret_flag(arg):
             skip = "=" not in arg
             continue
-        kept.append(_URL_USERINFO.sub(r"\1***@", arg))
+        kept.append(_url_userinfo().sub(r"\1***@", arg))
     return kept

@@ -12,11 +12,20 @@ import hyperscan
 from diagnostics.scanning.blockdb import _any_match, _database
 
 _LONE_CR = re.compile(rb"\r(?!\n)")
-# normalize's colour-code patterns, for bytes and kept inside one line.
-_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b")
-_LOST_ESC = re.compile(rb"(?<![\w\]])\[[0-9;]{1,12}m")
 _LOST_ESC_HINT = re.compile(rb"\[[0-9;]{1,12}m")  # fast: no look-behind
 _CR_TO_SPACE = bytes.maketrans(b"\r", b" ")
+
+
+# normalize's colour-code patterns, for bytes and kept inside one line; compiled on first
+# use (a log with colour codes).
+@lru_cache(maxsize=1)
+def _ansi() -> re.Pattern[bytes]:
+    return re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b")
+
+
+@lru_cache(maxsize=1)
+def _lost_esc() -> re.Pattern[bytes]:
+    return re.compile(rb"(?<![\w\]])\[[0-9;]{1,12}m")
 
 
 def _line_starts(block: bytes, database: hyperscan.Database | None) -> list[int]:
@@ -64,9 +73,9 @@ def _cleaned(block: bytes) -> bytes:
     """``block`` as the classifier reads its lines: colour codes (also those that lost
     their ESC) removed; every line keeps its place and its line end."""
     if b"\x1b" in block:
-        block = _ANSI.sub(b"", block)
+        block = _ansi().sub(b"", block)
     if _any_match(block, _hint_database(), None):
-        block = _LOST_ESC.sub(b"", block)
+        block = _lost_esc().sub(b"", block)
     return block
 
 
