@@ -21,7 +21,6 @@ A pack not found there is read and validated in full, as always.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import marshal
 import os
@@ -139,7 +138,7 @@ _JUDGES = (
 
 def _pack_key(sources: list[tuple[str, bytes]]) -> str | None:
     """A hash of the pack and of everything its validation depends on; None if unknown."""
-    digest = hashlib.sha256(b"rulepack%d\0" % _PACK_FORMAT)
+    digest = dbcache.hasher(b"rulepack%d\0" % _PACK_FORMAT)
     here = Path(__file__).resolve().parents[1]  # diagnostics/
     try:
         judges = [(name, (here / name).read_bytes()) for name in _JUDGES]

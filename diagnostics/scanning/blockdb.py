@@ -4,7 +4,6 @@ patterns can still change a verdict."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -34,7 +33,7 @@ class Scanner(NamedTuple):
 # derives them (this module and prefilter_head's): computing every head costs more
 # than reading the database.
 _CODE = (
-    hashlib.sha256(Path(__file__).read_bytes() + Path(prefilter.__file__).read_bytes())
+    dbcache.hasher(Path(__file__).read_bytes() + Path(prefilter.__file__).read_bytes())
     .hexdigest()
     .encode()
 )
