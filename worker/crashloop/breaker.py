@@ -23,7 +23,6 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -182,8 +181,7 @@ def judge(
         counts[category] = counts.get(category, 0) + 1
     seen = ", ".join(f"{n}x {c}" for c, n in sorted(counts.items()))
     minutes = window_s / 60
-    return replace(
-        diagnosis,
+    return diagnosis._replace(
         state=State.FAILED_PERMANENT,
         rule="crash-loop-breaker",
         cause=(

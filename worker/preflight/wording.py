@@ -11,8 +11,6 @@ that fails the RunPod SDK's fitness checks (``host_fault``), a wedged NVML
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from diagnostics import Diagnosis, Evidence, RulePack, State
 from diagnostics.classify.classifier import render_rule
 from diagnostics.model import Category
@@ -32,8 +30,7 @@ def diagnose(pack: RulePack, rule_id: str, values: dict[str, str], detail: str) 
     """The pack's diagnosis for ``rule_id`` with ``values``, marked as found before launch."""
     rendered = render_rule(pack.by_id(rule_id), values, None)
     extra = _squash(f"{detail} {BEFORE_LAUNCH}")
-    return replace(
-        rendered,
+    return rendered._replace(
         evidence=Evidence(0, EVIDENCE_PREFIX + _squash(detail or rendered.cause or "")),
         cause=f"{rendered.cause} {extra}",
     )
