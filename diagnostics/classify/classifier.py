@@ -38,7 +38,7 @@ from diagnostics.classify.verdict import (
     render_hit,
     render_rule,
 )
-from diagnostics.classify.wrapping import Wrapped, carry
+from diagnostics.classify.wrapping import Wrapped, carry, continues
 from diagnostics.model import Diagnosis, State
 from diagnostics.pack.rules import PHASES, Pattern, Rule, RulePack, load_pack
 from diagnostics.redaction.redact import Redactor, redact
@@ -91,7 +91,7 @@ class Classifier:
         if self._findings.collecting is not None:
             self._findings.collect(line, normalize(line))
         wrapped, self._wrapped = self._wrapped, None
-        if wrapped is not None and wrapped.last != self.lines - 1:
+        if wrapped is not None and (wrapped.last != self.lines - 1 or not continues(wrapped, line)):
             wrapped = None
         changed = self._match(line)
         if wrapped is not None:

@@ -85,12 +85,16 @@ class Findings:
         # One line, one reading: the rule first in the pack that accepts a line reads it
         # (the wrapper's own exception line is the wrapper's, not a bare exception). A
         # line cut at a terminal's width is read whole with its rest (to ``through``):
-        # what a later rule matched on a part alone goes.
+        # what a later rule matched on a part alone goes, and so does what the same rule
+        # matched on a later part alone (pydantic's mark ends the message: its last part
+        # alone reads as a bare validation error). The same rule on the first part alone
+        # keeps its reading: that line was whole, and the next one another message.
         last = max(through, line)
-        for first, end, by in self._claims:
-            if first <= last and line <= end and by <= rule.priority:
+        overlapping = [c for c in self._claims if c[0] <= last and line <= c[1]]
+        for first, _end, by in overlapping:
+            if by < rule.priority or (by == rule.priority and first <= line):
                 return
-        if any(first <= last and line <= end for first, end, _ in self._claims):
+        if overlapping:
             self._retract(line, last, rule.priority)
         self._claims.append((line, last, rule.priority))
         hit = Hit(rule, line, stored(clean), stored(text), [], progress.chain, progress.origin, at)
@@ -106,12 +110,13 @@ class Findings:
         self.best = self.collecting = hit
 
     def _retract(self, first: int, last: int, priority: int) -> None:
-        """Forget the findings on lines ``first``..``last`` of rules after ``priority``."""
+        """Forget the findings on lines ``first``..``last`` of ``priority``'s rule and the
+        rules after it."""
         for key, hit in list(self.found.items()):
-            if first <= hit.line <= last and key > priority:
+            if first <= hit.line <= last and key >= priority:
                 del self.found[key]
         best = self.best
-        if best is not None and first <= best.line <= last and best.rule.priority > priority:
+        if best is not None and first <= best.line <= last and best.rule.priority >= priority:
             self.best = min(self.found.values(), key=lambda h: h.key, default=None)
             self.collecting = None
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from diagnostics.classify.normalize import continuation, normalize, unwrapped_part
 
-_MAX_WRAPPED_PARTS = 4  # a message hard-wrapped over more lines is not joined further
+MAX_WRAPPED_PARTS = 10  # a message hard-wrapped over more lines is not joined further
 
 
 class Wrapped(NamedTuple):
@@ -18,12 +18,21 @@ class Wrapped(NamedTuple):
     clean: str  # the joined raw lines (for evidence)
     text: str  # the first part normalised, the rest appended as printed
     parts: int
+    width: int  # the first part's length as printed: no continuation is longer
+
+
+def continues(wrapped: Wrapped, line: str) -> bool:
+    """Whether raw ``line`` can be the next part of ``wrapped``: a terminal cuts every
+    part but the last at the same width, so a longer line is a line of its own (a line
+    of exactly a common width, such as pydantic's 80-column "1 validation error for
+    ModelConfig", is followed by its message, not by the rest of it)."""
+    return len(unwrapped_part(line)) <= wrapped.width
 
 
 def carry(wrapped: Wrapped | None, line: str, lineno: int) -> Wrapped:
     """Line ``lineno`` looks cut at a terminal's width: keep it for joining with the next."""
     part = unwrapped_part(line)
-    if wrapped is not None and wrapped.parts < _MAX_WRAPPED_PARTS:
+    if wrapped is not None and wrapped.parts < MAX_WRAPPED_PARTS:
         part = continuation(part, wrapped.clean)
         return Wrapped(
             lineno,
@@ -31,7 +40,8 @@ def carry(wrapped: Wrapped | None, line: str, lineno: int) -> Wrapped:
             wrapped.clean + part,
             wrapped.text + part,
             wrapped.parts + 1,
+            wrapped.width,
         )
     # The message without its prefixes, and the spaces the cut fell after.
     trailing = part[len(part.rstrip()) :]
-    return Wrapped(lineno, lineno, part, normalize(line) + trailing, 1)
+    return Wrapped(lineno, lineno, part, normalize(line) + trailing, 1, len(part))

@@ -95,7 +95,8 @@ def classify_blocks(
         start, offset = offset, offset + size - piece
         if stop is not None and start >= stop and not follow:
             break
-        if not follow and _nothing_relevant(block, scan, _standing(classifier)):
+        skippable = not follow and not _ends_cut(block, scan)
+        if skippable and _nothing_relevant(block, scan, _standing(classifier)):
             if recount is None:
                 lineno += block.count(b"\n") - piece
             elif uncounted < 0:
@@ -173,3 +174,11 @@ def _hits(block: bytes, scan: Scanner) -> list[tuple[int, frozenset[int] | None]
     return [
         (start, None if ids is None else frozenset(ids)) for start, ids in sorted(by_line.items())
     ]
+
+
+def _ends_cut(block: bytes, scan: Scanner) -> bool:
+    """Whether the last line of ``block`` is cut at a terminal's width: the message may
+    go on in the next block (a paste with no final newline ends in a block of its own),
+    so this block is read even when nothing in it alone can change the verdict."""
+    last = block.rfind(b"\n", 0, len(block) - 1) + 1
+    return bool(_line_starts(block[last:], scan.shapes))

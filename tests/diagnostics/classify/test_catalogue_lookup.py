@@ -18,6 +18,7 @@ import pytest
 
 from diagnostics import Classifier
 from diagnostics.classify.normalize import normalize
+from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
 from diagnostics.model import Category
 from diagnostics.pack.catalogue import (
     MIN_CUT,
@@ -124,6 +125,29 @@ def test_every_message_wrapped_with_the_process_prefix_is_read():
             if _misread(row, found, cut=False):
                 wrong.append(row[0])
     assert wrapped > 300
+    assert not wrong, f"{len(wrong)} of {wrapped} misread, e.g. {wrong[:5]}"
+
+
+@pytest.mark.parametrize("wrapper", ["pydantic", "pydantic v1"])
+def test_a_message_hard_wrapped_at_80_columns_inside_a_trailing_wrapper_is_read(wrapper):
+    """pydantic's wrappers end the message with their mark (``[type=value_error``, ``(type=
+    value_error)``): cut by a terminal into lines of 80 columns with no prefix, the last
+    part alone matches the wrapper's generic rule (bad_config) too, and the message read
+    whole must win over that part: the verdict is the one on the line unwrapped. Every
+    message of another category long enough to take three lines."""
+    form = WRAPPERS[wrapper]
+    wrong, wrapped = [], 0
+    for row in ROWS:
+        text = form(row, _example(row[0]))
+        if row[1] == "bad_config" or not 160 < len(text) <= 80 * MAX_WRAPPED_PARTS:
+            continue
+        wrapped += 1
+        whole = Classifier(PACK).feed_all([text]).diagnosis()
+        lines = [text[i : i + 80] for i in range(0, len(text), 80)]
+        cut = Classifier(PACK).feed_all(lines).diagnosis()
+        if (cut.category, cut.permanent) != (whole.category, whole.permanent):
+            wrong.append((row[0], whole.rule, cut.rule))
+    assert wrapped > 200
     assert not wrong, f"{len(wrong)} of {wrapped} misread, e.g. {wrong[:5]}"
 
 

@@ -54,6 +54,41 @@ def test_a_message_hard_wrapped_at_a_terminal_width_is_joined(width):
         )
 
 
+def test_a_line_at_a_terminal_width_followed_by_a_longer_one_is_not_joined():
+    """pydantic's header is 80 columns for ModelConfig; the message after it is a line of
+    its own (a terminal cuts every part at one width, so a longer line is no part): read
+    alone, from its own line, not as the header's continuation."""
+    header = "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig"
+    assert wrapped_at_width(header)
+    message = (
+        "  Value error, User-specified max_model_len (8192) is greater than the derived "
+        "max_model_len (max_position_embeddings=2048 or model_max_length=None in model's "
+        "config.json). To allow overriding this maximum, set the env var "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. [type=value_error, input_value=ArgsKwargs((), "
+        "{'model': 'org/m'}), input_type=ArgsKwargs]"
+    )
+    for diagnosis in _both_ways([header, message]):
+        assert diagnosis.rule == "max-model-len-above-model-limit", diagnosis
+        assert diagnosis.evidence.line == 2
+        assert diagnosis.evidence.text == message
+
+
+def test_a_message_cut_before_its_trailing_mark_is_read_whole():
+    """pydantic v1 ends the message with its mark: the last part alone reads as a bare
+    validation error (bad_config), the parts joined as the catalogued message they are."""
+    text = (
+        "Please use Flashinfer backend for models with logits_soft_cap (i.e., Gemma-2). "
+        "Otherwise, the output might be wrong. Set Flashinfer backend by export "
+        "VLLM_ATTENTION_BACKEND=FLASHINFER. (type=value_error)"
+    )
+    whole = Classifier(PACK).feed_all([text]).diagnosis()
+    assert whole.category is Category.MODEL_REQUIREMENT
+    for width in (80, 100, 120):
+        for diagnosis in _both_ways(_wrap(text, width)):
+            assert (diagnosis.category, diagnosis.rule) == (whole.category, whole.rule), width
+            assert diagnosis.evidence.line == 1
+
+
 def test_only_lines_at_a_terminal_width_look_wrapped():
     assert wrapped_at_width("x" * 80) and wrapped_at_width("x" * 120)
     assert not wrapped_at_width("x" * 79)
