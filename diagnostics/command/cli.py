@@ -106,18 +106,20 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 
 
 def main(argv: list[str] | None = None, *, tune_memory: bool = False) -> int:
-    """``tune_memory``: keep freed memory on the heap once an input is big (the
-    console script; see :func:`_keep_freed_memory`)."""
+    """``tune_memory`` (the console script): no garbage collection while the modules and
+    the pack are built (see :class:`_StartUp`), and freed memory kept on the heap once an
+    input is big (see :func:`_keep_freed_memory`)."""
     args = arguments(argv)
-    with _BytecodeIn(bytecode_dir()):
-        from diagnostics.command.render import to_json, to_text
-        from diagnostics.pack.rules import RulePackError, load_pack
-        from diagnostics.scanning.scan import InputError, classify_stream
-    try:
-        pack = load_pack(args.rules)
-    except RulePackError as exc:
-        print(f"diagnose: broken rule pack: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    with _StartUp(tune_memory):
+        with _BytecodeIn(bytecode_dir()):
+            from diagnostics.command.render import to_json, to_text
+            from diagnostics.pack.rules import RulePackError, load_pack
+            from diagnostics.scanning.scan import InputError, classify_stream
+        try:
+            pack = load_pack(args.rules)
+        except RulePackError as exc:
+            print(f"diagnose: broken rule pack: {exc}", file=sys.stderr)
+            return EXIT_ERROR
     status = EXIT_OK
     render = to_json if args.format == "json" else to_text
     for name in args.files:
@@ -184,6 +186,25 @@ class _BytecodeIn:
 
     def __exit__(self, *exc: object) -> None:
         sys.pycache_prefix, sys.dont_write_bytecode = self.saved
+
+
+class _StartUp:
+    """Start-up (the imports, the pack) builds what lives for the whole run, so the
+    garbage collector's passes over it find nothing to free: ~4 ms of a small log's run.
+    ``hold``: none within the block; what was built is then frozen (later passes skip it)
+    and collection goes on as usual for the inputs."""
+
+    def __init__(self, hold: bool) -> None:
+        self.hold = hold and gc.isenabled()
+
+    def __enter__(self) -> None:
+        if self.hold:
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.hold:
+            gc.freeze()
+            gc.enable()
 
 
 def run() -> int:
