@@ -41,7 +41,7 @@ class Regex:
 
     def __init__(self, pattern: str, *, lazy: bool = False):
         self.pattern = pattern
-        leading = _LEADING_FLAGS.match(pattern)
+        leading = _LEADING_FLAGS.match(pattern) if pattern.startswith("(?") else None
         self.flags = re.IGNORECASE if leading and "i" in leading.group(1) else 0
         if not lazy:
             self._compile()
