@@ -87,9 +87,11 @@ class Classifier:
         self.lines = lineno if lineno is not None else self.lines + 1
         self.fed += 1
         line = raw.rstrip("\r\n")
+        if (collecting := self._findings.collecting) is not None:
+            before = self.recent[-1][1] if self.recent else ""
+            rest = continuation(line, collecting.raw)
+            self._findings.collect(rest, normalize(rest), before[len(before.rstrip()) :])
         self.recent.append((self.lines, stored(line)))
-        if self._findings.collecting is not None:
-            self._findings.collect(line, normalize(line))
         wrapped, self._wrapped = self._wrapped, None
         if wrapped is not None and (wrapped.last != self.lines - 1 or not continues(wrapped, line)):
             wrapped = None

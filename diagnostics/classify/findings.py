@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
+from diagnostics.classify.normalize import wrapped_at_width
 from diagnostics.classify.progress import Origin, Progress
+from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
 from diagnostics.model import State
 from diagnostics.pack.rules import Rule
 from diagnostics.redaction.redact import truncate
@@ -120,22 +122,37 @@ class Findings:
             self.best = min(self.found.values(), key=lambda h: h.key, default=None)
             self.collecting = None
 
-    def collect(self, line: str, text: str) -> None:
-        """Keep up to two continuation lines after the evidence (terminal wraps);
-        ``text``: the line normalised."""
-        assert self.collecting is not None
-        if line == text and len(self.collecting.following) < _CONTINUATION_LINES:
-            self.collecting.following.append(stored(text))
+    def collect(self, line: str, text: str, spaces: str = "") -> None:
+        """Keep the continuation lines after the evidence (terminal wraps): up to two, or
+        as many as the classifier joins when the evidence line is cut at a terminal's
+        width; ``line``: without the process prefix the evidence line carries too,
+        ``text``: the line normalised (a line the normaliser changes is a new record),
+        ``spaces``: those the line before ended with (a terminal's cut may fall after them)."""
+        hit = self.collecting
+        assert hit is not None
+        limit = MAX_WRAPPED_PARTS - 1 if wrapped_at_width(hit.raw) else _CONTINUATION_LINES
+        if line.rstrip() == text and len(hit.following) < limit:
+            hit.following.append(stored(spaces + line.rstrip()))
         else:
             self.collecting = None
+
+
+def joined(hit: Hit, count: int | None = None) -> list[str]:
+    """The evidence with its first ``count`` continuation lines (all: None), read as a
+    terminal's cut (the parts as printed, one after the other) and as lines of their own
+    (joined by a space)."""
+    following = hit.following if count is None else hit.following[:count]
+    if not following:
+        return [hit.text]
+    cut = hit.text + "".join(following)  # each part with the spaces the cut fell after
+    return [cut, " ".join([hit.text, *(part.strip() for part in following)])]
 
 
 def captures(hit: Hit) -> dict[str, str]:
     """What the rule's patterns capture on the evidence and its continuation lines."""
     texts = [hit.text]
     for n in range(1, len(hit.following) + 1):
-        texts.append(hit.text + "".join(hit.following[:n]))
-        texts.append(" ".join([hit.text, *hit.following[:n]]))
+        texts += joined(hit, n)
     found: dict[str, str] = {}
     for regex in hit.rule.patterns:
         for text in texts:

@@ -135,10 +135,12 @@ WRAP_WIDTHS = frozenset({80, 100, 120, 160})
 # What a process puts before each line it prints, also before the continuation of a line
 # it wrapped: vLLM's (EngineCore_DP0 pid=12), torch's [rank0]:, compose's "svc  | ",
 # kubectl's [pod/name/container].
-_PROCESS_PREFIX = re.compile(
-    r"^(?:\((?:[\w:.\-]+(?: [\w=.:\-]+)* )?pid=\d+(?:, ip=[\w.:\-]+)?\) ?"
-    r"|\[rank\d+\]: ?|[\w.\-]{1,64}(?:-\d+)?\s+\| |\[pod/[\w.\-]+/[\w.\-]+\] )"
+# (Also a Hyperscan expression: the block scanner's lines of a terminal's width.)
+PROCESS_PREFIX = (
+    r"(?:\((?:[\w:.\-]+(?: [\w=.:\-]+)* )?pid=\d+(?:, ip=[\w.:\-]+)?\) ?"
+    r"|\[rank\d+\]: ?|[\w.\-]{1,64}(?:-\d+)?[ \t]+\| |\[pod/[\w.\-]+/[\w.\-]+\] )"
 )
+_PROCESS_PREFIX = re.compile("^" + PROCESS_PREFIX)
 
 
 def wrapped_at_width(line: str) -> bool:

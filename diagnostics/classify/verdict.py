@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Reversible
 from functools import cache
 
-from diagnostics.classify.findings import Hit, captures
+from diagnostics.classify.findings import Hit, captures, joined
 from diagnostics.classify.normalize import clean_raw
 from diagnostics.classify.progress import Origin
 from diagnostics.model import Category, Diagnosis, Evidence, State
@@ -95,7 +95,7 @@ def judged_by_catalogue(
     by vLLM's own code is permanent unless the category is a host one)."""
     texts = [hit.text]
     if hit.following:  # continuation lines: a terminal's cut (no space) or a new line
-        texts[:0] = [hit.text + "".join(hit.following), " ".join([hit.text, *hit.following])]
+        texts[:0] = joined(hit)
     catalogue = load_catalogue()
     found = next((f for t in texts if (f := catalogue.lookup(t)) is not None), None)
     if found is None or found.entry.category is Category.OTHER:

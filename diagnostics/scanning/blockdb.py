@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import hyperscan
 
-from diagnostics.classify.normalize import WRAP_WIDTHS
+from diagnostics.classify.normalize import PROCESS_PREFIX, WRAP_WIDTHS
 from diagnostics.pack import dbcache
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack
@@ -40,8 +40,12 @@ _CODE = (
 
 
 def _shape_expressions() -> list[bytes]:
-    # A line of exactly one of the terminal widths (trailing CRs not counted).
-    return [b"^[^\\n]{%d}[^\\n\\r]\\r*$" % (width - 1) for width in sorted(WRAP_WIDTHS)]
+    # A line of exactly one of the terminal widths (trailing CRs not counted), with or
+    # without a process prefix before it (as ``normalize.wrapped_at_width`` reads it).
+    prefix = PROCESS_PREFIX.encode()
+    return [
+        b"^(?:%s)?[^\\n]{%d}[^\\n\\r]\\r*$" % (prefix, width - 1) for width in sorted(WRAP_WIDTHS)
+    ]
 
 
 def _database(
