@@ -19,6 +19,32 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # A platform's report of the exit, after the start's last lines: a failed start (a
+    # SIGKILL is the OOM killer's; any other code, a cause not printed: transient).
+    (
+        [
+            "INFO 05-01 10:00:00 [loader.py:1] Loading safetensors checkpoint shards:  50% Completed | 1/2",
+            "worker exited with exit code 137",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        ["INFO 05-01 10:00:00 [loader.py:1] Loading weights", "worker exited with exit code 1"],
+        "other",
+        False,
+    ),
+    (
+        ["vllm-1  | INFO 05-01 10:00:00 Loading weights", "vllm-1 exited with code 1"],
+        "other",
+        False,
+    ),
+    (["Last State:     Terminated", "  Reason:       Error", "  Exit Code:    1"], "other", False),
+    (
+        ["vllm.service: Main process exited, code=exited, status=1/FAILURE"],
+        "other",
+        False,
+    ),
     (
         ["RuntimeError: GPUs with compute capability below 7.0 are not supported."],
         "model_requirement",
