@@ -89,6 +89,25 @@ def test_a_message_cut_before_its_trailing_mark_is_read_whole():
             assert diagnosis.evidence.line == 1
 
 
+def test_a_cut_message_reads_the_same_wherever_a_block_ends():
+    """The block scanner reads a block whose last line is cut at a terminal's width even
+    when nothing in the block alone matters: the message goes on in the next block."""
+    text = (
+        "Please use Flashinfer backend for models with logits_soft_cap (i.e., Gemma-2). "
+        "Otherwise, the output might be wrong. Set Flashinfer backend by export "
+        "VLLM_ATTENTION_BACKEND=FLASHINFER. (type=value_error)"
+    )
+    lines = [
+        "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.5.4",
+        *_wrap(text, 80),
+    ]
+    live = Classifier(PACK).feed_all(lines).diagnosis()
+    assert live.rule == "catalogued-model-requirement"
+    data = ("\n".join(lines) + "\n").encode()
+    for size in range(16, len(data) + 1, 7):
+        assert classify_stream(io.BytesIO(data), PACK, block_size=size) == live, size
+
+
 def test_only_lines_at_a_terminal_width_look_wrapped():
     assert wrapped_at_width("x" * 80) and wrapped_at_width("x" * 120)
     assert not wrapped_at_width("x" * 79)
