@@ -35,16 +35,24 @@ class Regex:
 
     ``lazy=True`` (a pack read back from the validated-pack cache, whose every pattern
     compiled when it was stored) defers RE2's compile to the first use of ``search`` or
-    ``groupindex``; afterwards they are plain attributes, as fast as an eager one."""
+    ``groupindex``; afterwards they are plain attributes, as fast as an eager one.
+    ``groups``: a lazy pattern's ``groupindex`` as RE2 gave it when the pattern was
+    stored; reading it then compiles nothing (the pack's templates and ``transient_if``
+    tests, and the scanner's phase captures, only ask which names a pattern captures)."""
 
     __slots__ = ("_compiled", "flags", "groupindex", "pattern", "search")
+    groupindex: dict[str, int]
 
-    def __init__(self, pattern: str, *, lazy: bool = False):
+    def __init__(
+        self, pattern: str, *, lazy: bool = False, groups: dict[str, int] | None = None
+    ) -> None:
         self.pattern = pattern
         leading = _LEADING_FLAGS.match(pattern) if pattern.startswith("(?") else None
         self.flags = re.IGNORECASE if leading and "i" in leading.group(1) else 0
         if not lazy:
             self._compile()
+        elif groups is not None:
+            self.groupindex = groups
 
     def _compile(self) -> None:
         try:
@@ -58,7 +66,7 @@ class Regex:
                 "back-references and look-around are not available"
             ) from None
         self._compiled = compiled
-        self.groupindex: dict[str, int] = dict(compiled.groupindex)
+        self.groupindex = dict(compiled.groupindex)
         self.search = compiled.search
 
     def __getattr__(self, name: str):  # only called while a slot is unset: not compiled yet
@@ -119,9 +127,14 @@ def prefilter_form(pattern: str) -> str:
     return "".join(out)
 
 
-def hyperscan_database(expressions: list[str], single_match: bool = False) -> hyperscan.Database:
+def hyperscan_database(
+    expressions: list[str], single_match: bool = False, pack_key: str | None = None
+) -> hyperscan.Database:
     """A block-mode database of ``expressions`` (ids = their indexes); raises hyperscan.error.
-    Read from the disk cache when this exact database was compiled before (dbcache)."""
+    Read from the disk cache when this exact database was compiled before (dbcache).
+    ``pack_key``: the expressions are every pattern of the pack with this key
+    (:attr:`diagnostics.pack.pack.RulePack.key`, a hash of its files and of this code),
+    which then keys the database instead of the expressions themselves."""
     mode = hyperscan.HS_MODE_BLOCK
     # No UTF-8 mode: logs may hold invalid UTF-8, which that mode does not allow.
     flag = hyperscan.HS_FLAG_ALLOWEMPTY | (hyperscan.HS_FLAG_SINGLEMATCH if single_match else 0)
@@ -134,7 +147,12 @@ def hyperscan_database(expressions: list[str], single_match: bool = False) -> hy
         db.compile(expressions=compiled, ids=ids, elements=len(ids), flags=flags)
         return db
 
-    # Keyed on the expressions as written (with the prefilter form's version), so a
-    # cache hit does not compute the prefilter forms.
-    raw = [_PREFILTER_FORM, *(e.encode("utf-8", "surrogatepass") for e in expressions)]
-    return dbcache.load_or_compile(dbcache.key(raw, [-1, *ids], [0, *flags], mode), mode, build)
+    if pack_key is not None:  # hashing ~800 expressions costs more than reading the database
+        parts = [_PREFILTER_FORM, b"pack %s %d" % (pack_key.encode(), len(expressions))]
+        key = dbcache.key(parts, [-1, -2], [0, flag], mode)
+    else:
+        # Keyed on the expressions as written (with the prefilter form's version), so a
+        # cache hit does not compute the prefilter forms.
+        raw = [_PREFILTER_FORM, *(e.encode("utf-8", "surrogatepass") for e in expressions)]
+        key = dbcache.key(raw, [-1, *ids], [0, *flags], mode)
+    return dbcache.load_or_compile(key, mode, build)

@@ -98,7 +98,11 @@ class Pattern(NamedTuple):
 
 
 class RulePack:
-    """Validated rules and phase markers, plus the compiled prefilter."""
+    """Validated rules and phase markers, plus the compiled prefilter. ``key``: the hash
+    of the pack's files and of the code that reads them (:mod:`diagnostics.pack.rules`),
+    when it was computed: the same key, the same patterns, so the databases built from
+    them are keyed on it instead of on every pattern. ``trusted``: the pack was read back
+    from the cache of validated packs (the built-in patterns compile on first use too)."""
 
     def __init__(
         self,
@@ -106,7 +110,11 @@ class RulePack:
         phases: list[Phase],
         files: list[str],
         provenance: Provenance | None = None,
+        *,
+        key: str | None = None,
+        trusted: bool = False,
     ):
+        self.key = key
         self.rules = rules = _ranked(rules)
         self.provenance = provenance or Provenance()
         self.phases = phases
@@ -118,16 +126,19 @@ class RulePack:
             self.patterns += [Pattern("rule", rule.priority, rx) for rx in rule.patterns]
             self.patterns += [Pattern("frame", rule.priority, rx) for rx in rule.traceback_through]
             self.patterns += [Pattern("after", rule.priority, rx) for rx in rule.after]
-        self.patterns.append(Pattern("traceback", -1, Regex(TRACEBACK_START)))
+        # The built-in patterns have no named groups.
+        builtin = (lambda rx: Regex(rx, lazy=True, groups={})) if trusted else Regex
+        self.patterns.append(Pattern("traceback", -1, builtin(TRACEBACK_START)))
         # Owner past every rule: only needed while no failure matched.
-        self.patterns += [Pattern("traceback_body", len(rules), Regex(rx)) for rx in TRACEBACK_BODY]
-        self.patterns += [Pattern("chain", len(rules), Regex(rx)) for rx in CHAIN_MARKERS]
-        self.patterns += [Pattern("reshaped", len(rules), Regex(rx)) for rx in RESHAPED]
-        self.patterns.append(Pattern("header_class", len(rules), Regex(HEADER_CLASS)))
+        end = len(rules)
+        self.patterns += [Pattern("traceback_body", end, builtin(rx)) for rx in TRACEBACK_BODY]
+        self.patterns += [Pattern("chain", end, builtin(rx)) for rx in CHAIN_MARKERS]
+        self.patterns += [Pattern("reshaped", end, builtin(rx)) for rx in RESHAPED]
+        self.patterns.append(Pattern("header_class", end, builtin(HEADER_CLASS)))
         try:
             # Which patterns hit a line, once each (the classifier). Blocks are scanned
             # with databases derived from the same patterns (diagnostics.scanning.fastpath).
-            self.line_database = _compile(self.patterns, single_match=True)
+            self.line_database = _compile(self.patterns, single_match=True, pack_key=key)
         except RulePackError:
             self._name_unsupported()
             raise
@@ -182,8 +193,10 @@ def _ranked(rules: list[Rule]) -> list[Rule]:
     return [r._replace(rank=order[key]) for r, key in zip(rules, keys, strict=True)]
 
 
-def _compile(patterns: list[Pattern], single_match: bool = False) -> hyperscan.Database:
+def _compile(
+    patterns: list[Pattern], single_match: bool = False, pack_key: str | None = None
+) -> hyperscan.Database:
     try:
-        return hyperscan_database([p.regex.pattern for p in patterns], single_match)
+        return hyperscan_database([p.regex.pattern for p in patterns], single_match, pack_key)
     except hyperscan.error as exc:
         raise RulePackError(f"pattern not supported by Hyperscan: {exc}") from None

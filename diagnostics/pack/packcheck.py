@@ -4,13 +4,15 @@ every field checked, a broken pack named by file, rule and field."""
 from __future__ import annotations
 
 import re
-import string
+from collections.abc import Mapping
 from functools import lru_cache
+from typing import NamedTuple
 
 from diagnostics.model import Category
 from diagnostics.pack.evidence import Provenance, parse_provenance, parse_transient_if
 from diagnostics.pack.matching import Regex, RegexError
 from diagnostics.pack.pack import KINDS, PHASES, Phase, Rule, RulePack, RulePackError
+from diagnostics.pack.templates import check_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _RULE_KEYS = {
@@ -46,10 +48,20 @@ def _parse(file_name: str, data: bytes) -> object:
         raise RulePackError(f"{file_name}: invalid YAML: {detail}") from exc
 
 
-def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> RulePack:
+def _build(
+    docs: list[tuple[str, object]],
+    root: object,
+    *,
+    trusted: bool,
+    key: str | None = None,
+    groups: Mapping[str, dict[str, int]] | None = None,
+) -> RulePack:
     """The pack of parsed files; ``trusted``: read back from the cache of validated packs
     (the checks are cheap and run again; only templates, RE2 compiles and the provenance
-    paths' shapes are skipped)."""
+    paths' shapes are skipped), with ``groups``: each pattern's named groups as RE2 gave
+    them when the pack was stored (a pattern not named has none). ``key``: the pack's
+    cache key (:attr:`RulePack.key`)."""
+    known = _Known(trusted, groups or {})
     rules: list[Rule] = []
     phases: list[Phase] = []
     seen: dict[str, str] = {}
@@ -67,14 +79,11 @@ def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> Ru
         if "provenance" in doc:
             if provenance is not None:
                 raise RulePackError(f"{file_name}: provenance: a second provenance section")
-            try:
-                provenance = parse_provenance(doc["provenance"], "provenance", trusted=trusted)
-            except ValueError as exc:
-                raise RulePackError(f"{file_name}: {exc}") from None
+            provenance = _provenance(doc["provenance"], file_name, trusted)
         for index, raw in enumerate(_as_list(doc.get("phases", []), file_name, "phases")):
-            phases.append(_phase(raw, file_name, index, trusted))
+            phases.append(_phase(raw, file_name, index, known))
         for index, raw in enumerate(_as_list(doc.get("rules", []), file_name, "rules")):
-            rule = _rule(raw, file_name, index, priority=len(rules), trusted=trusted)
+            rule = _rule(raw, file_name, index, priority=len(rules), known=known)
             if rule.id in seen:
                 first = seen[rule.id]
                 raise RulePackError(
@@ -84,7 +93,17 @@ def _build(docs: list[tuple[str, object]], root: object, *, trusted: bool) -> Ru
             rules.append(rule)
     if not rules:
         raise RulePackError(f"{root}: the pack defines no rules")
-    return RulePack(rules, phases, [file_name for file_name, _ in docs], provenance)
+    files = [file_name for file_name, _ in docs]
+    return RulePack(rules, phases, files, provenance, key=key, trusted=trusted)
+
+
+def _provenance(section: object, file_name: str, trusted: bool) -> Provenance:
+    if trusted:  # validated when it was stored: parsed on first use
+        return Provenance.deferred(lambda: parse_provenance(section, "provenance", trusted=True))
+    try:
+        return parse_provenance(section, "provenance")
+    except ValueError as exc:
+        raise RulePackError(f"{file_name}: {exc}") from None
 
 
 def _as_list(value: object, file: str, key: str) -> list:
@@ -119,8 +138,18 @@ def _unique_key_loader() -> type:
     return UniqueKeyLoader
 
 
+class _Known(NamedTuple):
+    """What a pack read back from the cache of validated packs already knows."""
+
+    trusted: bool = False  # every pattern compiled and every template checked
+    groups: Mapping[str, dict[str, int]] = {}  # a pattern -> its named groups (trusted)
+
+
+_UNKNOWN = _Known()  # a pack parsed from its files
+
+
 def _regexes(
-    value: object, where: str, field_name: str, trusted: bool = False
+    value: object, where: str, field_name: str, known: _Known = _UNKNOWN
 ) -> tuple[Regex, ...]:
     if isinstance(value, str):
         value = [value]
@@ -131,7 +160,10 @@ def _regexes(
     compiled = []
     for text in value:
         try:
-            compiled.append(Regex(text, lazy=trusted))
+            if known.trusted:
+                compiled.append(Regex(text, lazy=True, groups=known.groups.get(text) or {}))
+            else:
+                compiled.append(Regex(text))
         except RegexError as exc:
             raise RulePackError(f"{where}: field {field_name}: {_why_not(text, exc)}") from None
     return tuple(compiled)
@@ -146,7 +178,7 @@ def _why_not(text: str, exc: RegexError) -> str:
     return f"{text!r}: {exc}"
 
 
-def _phase(raw: object, file: str, index: int, trusted: bool = False) -> Phase:
+def _phase(raw: object, file: str, index: int, known: _Known = _UNKNOWN) -> Phase:
     where = f"{file}: phase #{index + 1}"
     if not isinstance(raw, dict):
         raise RulePackError(f"{where}: must be a mapping")
@@ -156,10 +188,11 @@ def _phase(raw: object, file: str, index: int, trusted: bool = False) -> Phase:
     name = raw.get("phase")
     if name not in PHASES:
         raise RulePackError(f"{where}: field phase: {name!r} is not one of {sorted(PHASES)}")
-    return Phase(name, _regexes(raw.get("patterns"), where, "patterns", trusted), file)
+    return Phase(name, _regexes(raw.get("patterns"), where, "patterns", known), file)
 
 
-def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = False) -> Rule:
+def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UNKNOWN) -> Rule:
+    trusted = known.trusted
     if not isinstance(raw, dict):
         raise RulePackError(f"{file}: rule #{index + 1}: must be a mapping")
     rule_id = raw.get("id")
@@ -177,9 +210,9 @@ def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = Fal
     try:
         category = Category(raw["category"])
     except ValueError:
-        known = [str(c) for c in Category]
+        categories = [str(c) for c in Category]
         raise RulePackError(
-            f"{where}: field category: {raw['category']!r} is not one of {known}"
+            f"{where}: field category: {raw['category']!r} is not one of {categories}"
         ) from None
     permanent = raw["permanent"]
     if not isinstance(permanent, bool):
@@ -192,16 +225,16 @@ def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = Fal
             f"{'permanent' if category.permanent else 'transient'}, so permanent must be "
             f"{str(category.permanent).lower()}"
         )
-    patterns = _regexes(raw["patterns"], where, "patterns", trusted)
+    patterns = _regexes(raw["patterns"], where, "patterns", known)
     when = raw.get("when") or {}
     if not isinstance(when, dict) or set(when) - _WHEN_KEYS:
         raise RulePackError(f"{where}: field when: allowed keys are {sorted(_WHEN_KEYS)}")
     through = (
-        _regexes(when["traceback_through"], where, "when.traceback_through", trusted)
+        _regexes(when["traceback_through"], where, "when.traceback_through", known)
         if "traceback_through" in when
         else ()
     )
-    after = _regexes(when["after"], where, "when.after", trusted) if "after" in when else ()
+    after = _regexes(when["after"], where, "when.after", known) if "after" in when else ()
     before_ready = when.get("before_ready", False)
     if not isinstance(before_ready, bool):
         raise RulePackError(f"{where}: field when.before_ready: must be true or false")
@@ -216,18 +249,18 @@ def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = Fal
         raise RulePackError(f"{where}: field kind: {kind!r} is not one of {list(KINDS)}")
     if not trusted:  # templates read the captures, which would compile every pattern
         for key in ("cause", "fix"):
-            _check_template(raw[key], patterns, defaults, where, key)
+            check_template(raw[key], patterns, defaults, where, key)
     names: set[str] = set()
-    if raw.get("transient_if") is not None:
+    if raw.get("transient_if") is not None and not trusted:
         names = {name for rx in patterns for name in rx.groupindex} | set(defaults)
     try:
-        transient_if = parse_transient_if(raw.get("transient_if"), names)
+        transient_if = parse_transient_if(raw.get("transient_if"), names, trusted=trusted)
     except ValueError as exc:
         raise RulePackError(f"{where}: field transient_if: {exc}") from None
     if transient_if is not None and not trusted:
         for key in ("cause", "fix"):
             text = getattr(transient_if, key)
-            _check_template(text, patterns, defaults, where, f"transient_if.{key}")
+            check_template(text, patterns, defaults, where, f"transient_if.{key}")
     return Rule(
         id=rule_id,
         category=category,
@@ -245,36 +278,3 @@ def _rule(raw: object, file: str, index: int, priority: int, trusted: bool = Fal
         transient_if=transient_if,
         kind=kind,
     )
-
-
-def template_fields(template: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
-
-
-def _check_template(template: object, patterns, defaults, where: str, key: str) -> None:
-    if not isinstance(template, str) or not template.strip():
-        raise RulePackError(f"{where}: field {key}: must be a non-empty string")
-    try:
-        parts = list(string.Formatter().parse(template))
-    except ValueError as exc:
-        raise RulePackError(f"{where}: field {key}: bad template: {exc}") from exc
-    names = set()
-    for _, name, spec, conversion in parts:
-        if name is None:
-            continue
-        if not name.isidentifier():
-            raise RulePackError(f"{where}: field {key}: '{{{name}}}' is not a capture name")
-        if spec or conversion:
-            shown = "{" + name + (f"!{conversion}" if conversion else "") + f":{spec}" * bool(spec)
-            raise RulePackError(
-                f"{where}: field {key}: '{shown}}}': format specs and conversions are not "
-                f"allowed (captures are text); write '{{{name}}}'"
-            )
-        names.add(name)
-    for name in names:
-        missing = [i + 1 for i, rx in enumerate(patterns) if name not in rx.groupindex]
-        if missing and name not in defaults:
-            raise RulePackError(
-                f"{where}: field {key}: '{{{name}}}' has no named capture in pattern(s) "
-                f"{missing} and no default"
-            )

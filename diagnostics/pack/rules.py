@@ -15,7 +15,9 @@ A pack that passed validation is stored in the disk cache of :mod:`diagnostics.p
 bytes, the source of the modules that judge a pack (this one, pack, packcheck,
 evidence, model, matching) and the RE2 and Hyperscan builds. A later load of the same
 pack reads it back: no YAML parse, no checks again, and RE2 compiles each pattern on
-its first use.
+its first use (each pattern's named groups are stored with the pack: reading them
+compiles nothing). The pack's key also keys the Hyperscan databases built from all its
+patterns (:attr:`RulePack.key`).
 A pack not found there is read and validated in full, as always.
 """
 
@@ -42,7 +44,8 @@ from diagnostics.pack.pack import (
     RulePack,
     RulePackError,
 )
-from diagnostics.pack.packcheck import _build, _parse, template_fields
+from diagnostics.pack.packcheck import _build, _parse
+from diagnostics.pack.templates import template_fields
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -103,14 +106,18 @@ def load_pack(path: Path | str | None = None) -> RulePack:
     folder = dbcache.cache_dir()
     name = _pack_key(sources) if folder is not None else None
     if folder is not None and name is not None:
-        docs = _cached_docs(folder / f"{name}.pack")
-        if docs is not None:
-            return _build(docs, root, trusted=True)
+        cached = _cached_docs(folder / f"{name}.pack")
+        if cached is not None:
+            docs, groups = cached
+            return _build(docs, root, trusted=True, key=name, groups=groups)
     docs = [(file_name, _parse(file_name, data)) for file_name, data in sources]
-    pack = _build(docs, root, trusted=False)
+    pack = _build(docs, root, trusted=False, key=name)
     if folder is not None and name is not None:
+        # The named groups of each pattern that has some: reading them from a cached
+        # pack compiles nothing.
+        groups = {p.regex.pattern: p.regex.groupindex for p in pack.patterns if p.regex.groupindex}
         try:
-            payload = marshal.dumps([_PACK_FORMAT, docs])
+            payload = marshal.dumps([_PACK_FORMAT, docs, groups])
         except ValueError:  # a YAML value marshal cannot hold (a date in a note): not cached
             return pack
         dbcache.write_entry(folder, f"{name}.pack", payload)
@@ -124,7 +131,7 @@ def _read(file: Traversable) -> bytes:
         raise RulePackError(f"{file.name}: cannot read: {exc}") from exc
 
 
-_PACK_FORMAT = 1  # bump when what is stored changes meaning
+_PACK_FORMAT = 2  # bump when what is stored changes meaning
 # The modules whose code decides whether a pack is valid and what it means.
 _JUDGES = (
     "pack/rules.py",
@@ -157,7 +164,10 @@ def _pack_key(sources: list[tuple[str, bytes]]) -> str | None:
     return digest.hexdigest()
 
 
-def _cached_docs(path: Path) -> list[tuple[str, object]] | None:
+def _cached_docs(
+    path: Path,
+) -> tuple[list[tuple[str, object]], dict[str, dict[str, int]]] | None:
+    """The parsed files of a validated pack, and its patterns' named groups."""
     payload = dbcache.read_entry(path)
     if payload is None:
         return None
@@ -165,14 +175,16 @@ def _cached_docs(path: Path) -> list[tuple[str, object]] | None:
         stored = marshal.loads(payload)
     except (EOFError, ValueError, TypeError):
         return None
-    if not (isinstance(stored, list) and len(stored) == 2 and stored[0] == _PACK_FORMAT):
+    if not (isinstance(stored, list) and len(stored) == 3 and stored[0] == _PACK_FORMAT):
         return None
-    docs = stored[1]
+    docs, groups = stored[1], stored[2]
     if not isinstance(docs, list) or not all(
         isinstance(d, tuple) and len(d) == 2 and isinstance(d[0], str) for d in docs
     ):
         return None
-    return docs
+    if not isinstance(groups, dict):
+        return None
+    return docs, groups
 
 
 _unanchored = prefilter_form  # the prefilter form (bench/ reads it under this name)

@@ -69,6 +69,11 @@ def _database(
 
 
 def _sources(pack: RulePack, indexes: Iterable[int]) -> list[bytes]:
+    """What identifies the patterns ``indexes`` of ``pack`` in a database's key: the pack's
+    own key (a hash of its files and of the code that reads them: the same key, the same
+    patterns) and the indexes; for a pack without one, the patterns as written."""
+    if pack.key is not None:  # hashing ~800 patterns costs more than reading the database
+        return [b"pack " + pack.key.encode(), ",".join(map(str, indexes)).encode()]
     return [pack.patterns[i].regex.pattern.encode() for i in indexes]
 
 
