@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import threading
 from collections.abc import Iterator
 
@@ -69,15 +70,26 @@ def run(
     shared = endpoint.health_port == endpoint.port
     cap = connection_cap(endpoint.limits.connections, raise_nofile())
     health_thread = None
-    if not shared:
-        guard = Guard(endpoint.health_port, endpoint.limits, HEALTH_CONNECTIONS, None)
-        health_thread = HealthThread(_Server(_config(health, endpoint.health_port, grace, guard)))
-        health_thread.start()
     try:
+        # PORT listens before PORT_HEALTH starts: a health check that answers means PORT
+        # accepts connections (the platform, and a client polling /ping, may send at once).
+        sock = listening_socket(endpoint.port)
+        if not shared:
+            guard = Guard(endpoint.health_port, endpoint.limits, HEALTH_CONNECTIONS, None)
+            config = _config(health, endpoint.health_port, grace, guard)
+            health_thread = HealthThread(_Server(config))
+            health_thread.start()
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             code = runner.run(
-                _serve(supervisor, settings, endpoint, interrupted, health, health_thread, cap)
+                _serve(
+                    supervisor, settings, endpoint, interrupted, health, health_thread, cap, sock
+                )
             )
+    except OSError as exc:  # PORT cannot be bound
+        log.error(
+            "lb.bind_failed", port=endpoint.port, health_port=endpoint.health_port, error=str(exc)
+        )
+        code = EXIT_FAILED
     except SystemExit:  # uvicorn could not bind a port (it logged why)
         log.error("lb.bind_failed", port=endpoint.port, health_port=endpoint.health_port)
         code = EXIT_FAILED
@@ -93,6 +105,20 @@ def run(
     if supervisor.state is WorkerState.FAILED_TRANSIENT:
         code = EXIT_FAILED
     return code
+
+
+def listening_socket(port: int, backlog: int = 2048) -> socket.socket:
+    """PORT's socket, bound on ``HOST`` and listening (uvicorn serves it); OSError when the
+    port cannot be bound."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, port))
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _config(app, port: int, grace_s: float, guard: Guard) -> uvicorn.Config:
@@ -121,6 +147,7 @@ async def _serve(
     health: HealthApp,
     health_thread: HealthThread | None,
     cap: int,
+    sock: socket.socket,
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -154,7 +181,7 @@ async def _serve(
     with _signals(loop, stop, servers, health_thread):
         if interrupted.is_set():  # a signal came while main was still wiring things
             stop.set()
-        serving = [asyncio.ensure_future(server.serve()) for server in servers]
+        serving = [asyncio.ensure_future(server.serve(sockets=[sock])) for server in servers]
         transient = asyncio.ensure_future(
             _after_transient(supervisor, answered, settings.transient_answer_timeout_s)
         )

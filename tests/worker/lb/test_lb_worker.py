@@ -133,6 +133,30 @@ def test_permanent_failure_health_200_and_every_request_gets_the_diagnosis(tmp_p
         assert "MAX_MODEL_LEN to 2048 or less" in error["message"]
 
 
+def test_a_port_taken_fails_the_worker_before_its_health_port_listens(tmp_path):
+    """PORT is bound before PORT_HEALTH starts, so a health check that answers means PORT
+    accepts connections; a PORT that cannot be bound ends the worker (exit 1, vLLM
+    stopped) without the health port ever listening."""
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen(1)
+        health = free_port()
+        env = lb_env(tmp_path, STANDIN, PORT_HEALTH=str(health))
+        env["PORT"] = str(taken.getsockname()[1])
+        connected = 0
+        with running_worker(env, tmp_path) as proc:
+            deadline = time.monotonic() + START_S
+            while proc.poll() is None and time.monotonic() < deadline:
+                with socket.socket() as probe:
+                    connected += probe.connect_ex(("127.0.0.1", health)) == 0
+                time.sleep(0.01)  # the probe's pace, not a synchronisation
+            code = proc.wait(60)
+    assert code == 1
+    assert connected == 0
+    failed = [e for e in events(tmp_path) if e.get("event") == "lb.bind_failed"]
+    assert failed and failed[0]["port"] == int(env["PORT"]) and failed[0]["error"]
+
+
 def test_invalid_setting_is_answered_on_the_ports_without_starting_vllm(tmp_path):
     env = lb_env(tmp_path, STANDIN, ENFORCE_EAGER="maybe")
     port = int(env["PORT"])
