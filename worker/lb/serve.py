@@ -200,6 +200,10 @@ async def _serve(
         finally:
             transient.cancel()
             stopped.cancel()
+            if health_thread is not None:
+                # Also on an error here: the executor's wait on it ends with it, else the
+                # loop's close would wait for it forever (a hang instead of an exit).
+                health_thread.server.should_exit = True
             await upstream.aclose()
     return code
 
