@@ -4,8 +4,8 @@ Evidence and Diagnosis are named tuples (``diagnosis._replace(rule=...)``), not
 dataclasses: importing :mod:`dataclasses` (it imports :mod:`inspect`) and generating a
 dataclass's methods cost ``diagnose`` ~8 ms of a small log's ~60 ms run."""
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): typing compiles each
+# string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
 import enum
 from typing import NamedTuple
 

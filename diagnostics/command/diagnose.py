@@ -9,8 +9,8 @@ Exit codes:
      (a one-line message on stderr; other inputs are still diagnosed)
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): typing compiles each
+# string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
 import gc
 import os
 import sys
@@ -63,7 +63,7 @@ def _parsed(argv: list[str] | None) -> Arguments:
     return Arguments(parsed.files, parsed.format, parsed.rules)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> "argparse.ArgumentParser":
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _formatter(prog: str) -> argparse.HelpFormatter:
+def _formatter(prog: str) -> "argparse.HelpFormatter":
     """argparse's formatter at the terminal's width, found as shutil finds it, without
     importing shutil (argparse builds a formatter for every argument added)."""
     try:

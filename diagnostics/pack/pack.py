@@ -1,8 +1,8 @@
 """The rule pack as the classifier reads it: rules, phase markers and the Hyperscan
 database of all their patterns (loaded by :mod:`diagnostics.pack.rules`)."""
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): typing compiles each
+# string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple

@@ -2,8 +2,8 @@
 pack, built once and kept in the disk cache (:mod:`diagnostics.pack.dbcache`), and which
 patterns can still change a verdict."""
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): typing compiles each
+# string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path

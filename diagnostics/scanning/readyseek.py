@@ -2,8 +2,8 @@
 last ready marker, found by reading a file backwards, and the blocks at the end in
 which nothing can change a verdict."""
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): typing compiles each
+# string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
 from typing import BinaryIO, NamedTuple, cast
 
 from diagnostics.classify.normalize import normalize, wrapped_at_width
