@@ -3,6 +3,7 @@ every field checked, a broken pack named by file, rule and field."""
 
 # Annotations are evaluated (no `from __future__ import annotations`): typing compiles each
 # string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
+import marshal
 import re
 from collections.abc import Mapping
 from functools import lru_cache
@@ -98,8 +99,14 @@ def _build(
 
 
 def _provenance(section: object, file_name: str, trusted: bool) -> Provenance:
-    if trusted:  # validated when it was stored: parsed on first use
-        return Provenance.deferred(lambda: parse_provenance(section, "provenance", trusted=True))
+    if trusted:  # validated when it was stored: parsed on first use (stored as marshal bytes)
+        return Provenance.deferred(
+            lambda: parse_provenance(
+                marshal.loads(section) if isinstance(section, bytes) else section,
+                "provenance",
+                trusted=True,
+            )
+        )
     try:
         return parse_provenance(section, "provenance")
     except ValueError as exc:
