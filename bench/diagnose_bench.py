@@ -377,7 +377,8 @@ def bench_fresh(
         first = timed([*argv, *args], env, cwd)
         rows.append(FreshRow(name, first, [], [], verdict_of(first.stdout) == expected))
     warm_env = {**os.environ, "XDG_CACHE_HOME": str(caches[0])}
-    warm_env.pop("PYTHONDONTWRITEBYTECODE", None)  # as the small row: bytecode written
+    warm_env.pop("PYTHONDONTWRITEBYTECODE", None)  # as the small row: bytecode written,
+    warm_env["PYTHONPYCACHEPREFIX"] = str(caches[0] / "pycache")  # not beside the source
     yardsticks: dict[str, list[Timed]] = {"grep": [], "python -c pass": [], "installed, warm": []}
     try:
         for _ in range(runs):
@@ -652,8 +653,10 @@ def main() -> int:
     print(f"logs ready in {time.perf_counter() - started:.1f} s under {args.workdir}")
 
     cache = Path(tempfile.mkdtemp(prefix="diagnose-bench-cache-"))
-    # As installed: bytecode written once and read after (this shell may forbid it).
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    # As installed: bytecode written once and read after (this shell may forbid it), under
+    # the cache folder: bytecode written beside a checkout's source goes stale as it is
+    # edited, and Python (not allowed to write it) then compiles those modules every run.
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONPYCACHEPREFIX": str(cache / "pyc")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     rows = []
     try:
