@@ -16,8 +16,6 @@ compiled on every run (it decides, so it cannot use the cache): it is kept small
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -38,35 +36,12 @@ def main(argv: list[str] | None = None, *, tune_memory: bool = False) -> int:
 
 
 def run() -> int:
-    """Console-script entry: like main(), quiet when the reader closes the pipe (| head)."""
-    try:
-        status = main(tune_memory=True)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    _end(status)
-    return status
-
-
-def _end(status: int) -> None:
-    """The run is over and the process exits next: what it built (the pack, its patterns,
-    the imported modules) would only be torn down by the interpreter's shutdown, ~5 ms
-    of a small log's run, for memory the process's end frees all the same. With nothing
-    left for the shutdown to do (no atexit handler: a coverage or profiling tool's; no
-    other thread) the output is flushed and the process ends here with ``status``. Else
-    what was built is frozen: the shutdown's garbage collections skip it (refcounted
-    objects are still freed, atexit handlers still run)."""
-    gc.freeze()
-    threading = sys.modules.get("threading")
-    if atexit._ncallbacks() or (threading is not None and threading.active_count() > 1):
-        return
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):  # as before: the shutdown's flush reports it
-        return
-    os._exit(status)
+    """Console-script entry: :func:`diagnostics.command.diagnose.run`, its modules'
+    bytecode as for :func:`main`."""
+    bytecode = _BytecodeIn(bytecode_dir())
+    with bytecode:
+        from diagnostics.command import diagnose
+    return diagnose.run(bytecode)
 
 
 def bytecode_dir(env: Mapping[str, str] = os.environ) -> str | None:
