@@ -21,7 +21,6 @@ from diagnostics.pack import dbcache
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would print its own complaint to stderr
-_LEADING_FLAGS = re.compile(r"^\(\?([a-zA-Z]+)\)")
 _ANCHOR_MARKS = ("^", "$", "\\A", "\\z", "\\Z")  # what prefilter_form may drop
 _PREFILTER_FORM = b"prefilter-form-1"  # bump when prefilter_form changes what it returns
 
@@ -47,8 +46,7 @@ class Regex:
         self, pattern: str, *, lazy: bool = False, groups: dict[str, int] | None = None
     ) -> None:
         self.pattern = pattern
-        leading = _LEADING_FLAGS.match(pattern) if pattern.startswith("(?") else None
-        self.flags = re.IGNORECASE if leading and "i" in leading.group(1) else 0
+        self.flags = re.IGNORECASE if "i" in _leading_flags(pattern) else 0
         if not lazy:
             self._compile()
         elif groups is not None:
@@ -77,6 +75,16 @@ class Regex:
 
     def __repr__(self) -> str:
         return f"Regex({self.pattern!r})"
+
+
+def _leading_flags(pattern: str) -> str:
+    r"""The letters of a leading ``(?flags)`` (``"i"`` of ``(?i)...``), else ``""``: what
+    ``^\(\?([a-zA-Z]+)\)`` captures, without compiling it (~0.3 ms of ``re`` a run)."""
+    if not pattern.startswith("(?"):
+        return ""
+    end = pattern.find(")", 2)
+    letters = pattern[2:end] if end > 2 else ""
+    return letters if letters.isascii() and letters.isalpha() else ""
 
 
 def prefilter_form(pattern: str) -> str:
