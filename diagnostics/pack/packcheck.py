@@ -1,13 +1,12 @@
 """Parsing and validating the YAML files of a rule pack (see :mod:`diagnostics.pack.rules`):
 every field checked, a broken pack named by file, rule and field."""
 
-# Annotations are evaluated (no `from __future__ import annotations`): typing compiles each
-# string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
+from __future__ import annotations
+
 import marshal
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import NamedTuple
 
 from diagnostics.model import Category
 from diagnostics.pack.evidence import Provenance, parse_provenance, parse_transient_if
@@ -62,7 +61,7 @@ def _build(
     paths' shapes are skipped), with ``groups``: each pattern's named groups as RE2 gave
     them when the pack was stored (a pattern not named has none). ``key``: the pack's
     cache key (:attr:`RulePack.key`)."""
-    known = _Known(trusted, groups or {})
+    known = _Known(trusted, groups)
     rules: list[Rule] = []
     phases: list[Phase] = []
     seen: dict[str, str] = {}
@@ -145,11 +144,15 @@ def _unique_key_loader() -> type:
     return UniqueKeyLoader
 
 
-class _Known(NamedTuple):
-    """What a pack read back from the cache of validated packs already knows."""
+class _Known:
+    """What a pack read back from the cache of validated packs already knows (a plain
+    class: a named tuple costs a small log's run ~0.2 ms to create)."""
 
-    trusted: bool = False  # every pattern compiled and every template checked
-    groups: Mapping[str, dict[str, int]] = {}  # a pattern -> its named groups (trusted)
+    __slots__ = ("groups", "trusted")
+
+    def __init__(self, trusted: bool = False, groups: Mapping[str, dict[str, int]] | None = None):
+        self.trusted = trusted  # every pattern compiled and every template checked
+        self.groups = groups or {}  # a pattern -> its named groups (trusted)
 
 
 _UNKNOWN = _Known()  # a pack parsed from its files
