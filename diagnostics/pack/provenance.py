@@ -22,28 +22,14 @@ from types import MappingProxyType
 from diagnostics.model import Category
 
 PROJECTS = ("vllm", "transformers", "huggingface_hub", "torch")
-_PROVENANCE_KEYS = {
-    "note",
-    "deterministic",
-    "deterministic_in",
-    "exceptions",
-    "functions",
-    "modules",
-    "packages",
-}
+# The section's fields as the pack writes them; the basenames are derived from modules.
+_SECTION = ("deterministic", "deterministic_in", "exceptions", "functions", "modules", "packages")
+_PROVENANCE_KEYS = {"note", *_SECTION}
 _EMPTY: Mapping[str, Category] = MappingProxyType({})
 _PROJECT_PATH = re.compile(r"(?:^|[/\\])((?:" + "|".join(PROJECTS) + r")[/\\][^\s\"']+\.py)$")
 
 
-_FIELDS = (
-    "deterministic",
-    "deterministic_in",
-    "exceptions",
-    "functions",
-    "modules",
-    "packages",
-    "basenames",
-)
+_FIELDS = (*_SECTION, "basenames")
 
 
 class Provenance:
