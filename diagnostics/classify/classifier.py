@@ -90,7 +90,7 @@ class Classifier:
         if (collecting := self._findings.collecting) is not None:
             before = self.recent[-1][1] if self.recent else ""
             rest = continuation(line, collecting.raw)
-            self._findings.collect(rest, normalize(rest), before[len(before.rstrip()) :])
+            self._findings.collect(rest, normalize(rest), before)
         self.recent.append((self.lines, stored(line)))
         wrapped, self._wrapped = self._wrapped, None
         if wrapped is not None and (wrapped.last != self.lines - 1 or not continues(wrapped, line)):

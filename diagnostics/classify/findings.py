@@ -122,16 +122,18 @@ class Findings:
             self.best = min(self.found.values(), key=lambda h: h.key, default=None)
             self.collecting = None
 
-    def collect(self, line: str, text: str, spaces: str = "") -> None:
+    def collect(self, line: str, text: str, before: str = "") -> None:
         """Keep the continuation lines after the evidence (terminal wraps): up to two, or
-        as many as the classifier joins when the evidence line is cut at a terminal's
-        width; ``line``: without the process prefix the evidence line carries too,
+        while the line before is cut at a terminal's width, as many as the classifier
+        joins; ``line``: without the process prefix the evidence line carries too,
         ``text``: the line normalised (a line the normaliser changes is a new record),
-        ``spaces``: those the line before ended with (a terminal's cut may fall after them)."""
+        ``before``: the raw line before it (its trailing spaces, where a cut may fall,
+        count: the evidence itself is kept without them)."""
         hit = self.collecting
         assert hit is not None
-        limit = MAX_WRAPPED_PARTS - 1 if wrapped_at_width(hit.raw) else _CONTINUATION_LINES
+        limit = MAX_WRAPPED_PARTS - 1 if wrapped_at_width(before) else _CONTINUATION_LINES
         if line.rstrip() == text and len(hit.following) < limit:
+            spaces = before[len(before.rstrip()) :]
             hit.following.append(stored(spaces + line.rstrip()))
         else:
             self.collecting = None

@@ -160,6 +160,27 @@ def test_a_sample_inside_each_wrapper_cut_at_80_columns_is_read(wrapper, prefix)
     assert not wrong, f"{len(wrong)} of {wrapped} misread, e.g. {wrong[:5]}"
 
 
+def test_a_message_cut_after_a_space_over_four_parts_or_more_is_read():
+    """The continuation lines kept with the evidence run on while the line before each is
+    cut at a terminal's width, that line's trailing spaces counted (the evidence is kept
+    without them): every message in the exception-line, Ray and CLI wrappers whose first
+    80-column part ends in a space and that takes 4 to 10 parts."""
+    wrong, cut_ones = [], 0
+    for wrapper in ("exception line", "ray", "cli"):
+        for row in ROWS:
+            text = WRAPPERS[wrapper](row, _example(row[0]))
+            parts = [text[i : i + 80] for i in range(0, len(text), 80)]
+            if not 4 <= len(parts) <= MAX_WRAPPED_PARTS or not parts[0].endswith(" "):
+                continue
+            cut_ones += 1
+            whole = Classifier(PACK).feed_all([text]).diagnosis()
+            cut = Classifier(PACK).feed_all(parts).diagnosis()
+            if (cut.category, cut.permanent) != (whole.category, whole.permanent):
+                wrong.append((wrapper, row[0], whole.rule, cut.rule))
+    assert cut_ones > 50
+    assert not wrong, f"{len(wrong)} of {cut_ones} misread, e.g. {wrong[:5]}"
+
+
 @pytest.mark.parametrize("wrapper", ["pydantic", "pydantic v1"])
 def test_a_message_hard_wrapped_at_80_columns_inside_a_trailing_wrapper_is_read(wrapper):
     """pydantic's wrappers end the message with their mark (``[type=value_error``, ``(type=
