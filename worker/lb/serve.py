@@ -90,7 +90,7 @@ def run(
             "lb.bind_failed", port=endpoint.port, health_port=endpoint.health_port, error=str(exc)
         )
         code = EXIT_FAILED
-    except SystemExit:  # uvicorn could not bind a port (it logged why)
+    except SystemExit:  # uvicorn could not serve the bound socket (it logged why)
         log.error("lb.bind_failed", port=endpoint.port, health_port=endpoint.health_port)
         code = EXIT_FAILED
     finally:
