@@ -10,7 +10,6 @@ The fixture's teardown stops the worker with SIGTERM and checks nothing is left 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -66,9 +65,8 @@ def lb_worker(tmp_path_factory):
                 if status is not None and (not seen or seen[-1] != status):
                     seen.append(status)
                 if status == 204 and early is None:
-                    # The health port's thread may listen before PORT: try again then.
-                    with contextlib.suppress(httpx.ConnectError):
-                        early = http.post("/v1/chat/completions", json={"messages": CHAT})
+                    # PORT listens before the health port answers (worker/lb/serve.py).
+                    early = http.post("/v1/chat/completions", json={"messages": CHAT})
                 time.sleep(0.1)  # the platform's probe interval, roughly
         yield {"proc": proc, "tmp": tmp, "port": port, "seen": seen, "early": early}
         # SIGTERM: the worker drains, stops vLLM's process group and exits 0.

@@ -688,18 +688,6 @@ def _lb_ready(env: dict[str, str]) -> tuple[int | None, float]:
     return None, time.monotonic()
 
 
-def _post_when_listening(port: int, deadline: float) -> httpx.Response:
-    """A request to PORT, once it listens: the health port's thread may listen first."""
-    with httpx.Client(trust_env=False, timeout=10) as http:
-        while True:
-            try:
-                return http.post(f"http://127.0.0.1:{port}/v1/completions", json={})
-            except httpx.ConnectError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.05)
-
-
 def _run_lb(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
     outcome = Outcome()
     started = time.monotonic()
@@ -710,7 +698,9 @@ def _run_lb(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
             if outcome.ping is None:
                 outcome.problem = f"/ping never settled within {SETTLE_S} s"
                 return outcome
-            answer = _post_when_listening(int(env["PORT"]), started + SETTLE_S)
+            # PORT listens before the health port answers (worker/lb/serve.py).
+            with httpx.Client(trust_env=False, timeout=10) as http:
+                answer = http.post(f"http://127.0.0.1:{env['PORT']}/v1/completions", json={})
             outcome.status = answer.status_code
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 error = answer.json()["error"]

@@ -447,7 +447,7 @@ def test_an_early_answer_keeps_the_connection_for_a_small_body_and_closes_it_for
     port = int(env["PORT"])
     with running_worker(env, tmp_path):
         assert health_until(int(env["PORT_HEALTH"]), "/ping", 204) == [204]
-        # The health port's thread may listen before the proxy's port: wait for both.
+        # PORT listens before the health port answers (worker/lb/serve.py): 503 at once.
         assert health_until(port, "/v1/models", 503) == [503]
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             for _ in range(3):
