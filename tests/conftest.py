@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import zygote
 from tests.support.queue_server import QueueServer
 from tests.support.scheduling import FileScheduling, is_vllm_scope, scope_of
 from tests.support.vllm_env import PLANTED_ENV
@@ -140,6 +141,16 @@ def reliability(request):
         _OUTCOMES.append((name, fault, expected, outcome, tuple(requires)))
 
     return record
+
+
+def pytest_configure(config):
+    """The xdist controller starts the one fork server its test processes share
+    (``tests/support/zygote.py``), unless workers are started plainly."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    if os.environ.get("WORKER_FORK_SERVER", "1") == "0":
+        return
+    config.add_cleanup(zygote.start_shared().close)
 
 
 @pytest.hookimpl(optionalhook=True)
