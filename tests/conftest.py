@@ -29,7 +29,7 @@ import pytest
 
 from tests.support import zygote
 from tests.support.queue_server import QueueServer
-from tests.support.scheduling import FileScheduling, is_vllm_scope, scope_of
+from tests.support.scheduling import FileScheduling, by_expected_time, record_durations
 from tests.support.vllm_env import PLANTED_ENV
 
 _MAX_SCANNED = 64 * 1024 * 1024
@@ -173,13 +173,19 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    # The longest units of work first (the vLLM groups): the others follow.
-    items.sort(key=lambda item: not is_vllm_scope(scope_of(item.nodeid)))
+    # The longest units of work first: the vLLM groups, then the longest files
+    # (tests/support/scheduling.py); a file's tests keep their order.
+    items.sort(key=lambda item: by_expected_time(item.nodeid))
+
+
+_SECONDS: dict[str, float] = {}  # per test file, setup and teardown included
 
 
 def pytest_runtest_logreport(report):
     if report.when == "call" and report.passed:
         _PASSED.add(report.nodeid.split("::")[-1].split("[")[0])
+    path = report.nodeid.split("::", 1)[0]
+    _SECONDS[path] = _SECONDS.get(path, 0.0) + report.duration
 
 
 SOAK_NOTE = (
@@ -210,8 +216,12 @@ KEPT_FROM = "## HTTP limits"
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """With RELIABILITY_DOC=1, update docs/reliability.md with the recorded outcomes
+    """With TEST_DURATIONS=1, record each file's wall time for the scheduling of later
+    runs. With RELIABILITY_DOC=1, update docs/reliability.md with the recorded outcomes
     (rows of tests not run this time are kept)."""
+    controller = getattr(session.config, "workeroutput", None) is None
+    if controller and os.environ.get("TEST_DURATIONS") == "1" and exitstatus == 0:
+        record_durations(_SECONDS)
     if os.environ.get("RELIABILITY_DOC") != "1":
         return
     workeroutput = getattr(session.config, "workeroutput", None)

@@ -10,6 +10,14 @@ the whole suite took 358 s in one group and 253 s in two (three test processes) 
 idle 2-core machine, and 371 s in two with another process busy on one core
 (2026-12-02). Each test process takes the other files when its group is done.
 
+The other files go longest first (``by_expected_time``), so that the last minute of a
+run is not one process waiting on its children while the others are done: their wall
+times are in ``durations.json`` beside this module, measured by a run with
+``TEST_DURATIONS=1`` (``record_durations``); a file not in it counts as a short one.
+On 2 cores with another process busy on one, ``-m "not vllm"`` ended its four test
+processes 8 s apart in file order (the files of worker processes, which mostly wait,
+came last) and took 64 s.
+
 (``--dist loadgroup`` with ``xdist_group`` marks would say this with marks, but
 pytest-xdist 3.8 tags the group onto ``item._nodeid``, which pytest 9.2 no longer
 reads, so its groups are silently ignored.)
@@ -18,13 +26,17 @@ reads, so its groups are silently ignored.)
 from __future__ import annotations
 
 import functools
+import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from xdist.scheduler import LoadScopeScheduling
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_GROUP = "files with real-vLLM tests"
+DURATIONS = Path(__file__).with_name("durations.json")
+UNKNOWN_S = 0.5  # a file not measured yet
 
 
 @functools.cache
@@ -73,3 +85,24 @@ class FileScheduling(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         return scope_of(nodeid)
+
+
+@functools.cache
+def expected_seconds() -> Mapping[str, float]:
+    """Each test file's wall time in the run that measured it (``record_durations``)."""
+    try:
+        return json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def by_expected_time(nodeid: str) -> tuple[bool, float]:
+    """The sort key of a test: the real-vLLM groups first, then the longest files."""
+    path = nodeid.split("::", 1)[0]
+    return not is_vllm_scope(scope_of(nodeid)), -expected_seconds().get(path, UNKNOWN_S)
+
+
+def record_durations(measured: Mapping[str, float]) -> None:
+    """Write ``measured`` (seconds per file) over the table, keeping the files not run."""
+    table = {**expected_seconds(), **{f: round(s, 2) for f, s in measured.items()}}
+    DURATIONS.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")
