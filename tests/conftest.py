@@ -90,6 +90,7 @@ def planted_secrets(request) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def no_secret_leaks(request):
+    recursion = sys.getrecursionlimit()  # process-wide: a test that raises it restores it
     before = len(QueueServer.started)
     root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     extra = request.node.stash[_PLANTED] = []
@@ -113,6 +114,7 @@ def no_secret_leaks(request):
             where = str(path.relative_to(root))
             leaks += [f"{name} in {where}" for name, v in planted.items() if v.encode() in data]
     assert not leaks, f"planted secrets leaked: {leaks}"
+    assert sys.getrecursionlimit() == recursion, "the test left the recursion limit changed"
 
 
 @pytest.fixture

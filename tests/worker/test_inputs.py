@@ -57,6 +57,7 @@ SETTLE_S = 20.0  # from spawn to the answer, with every row's worker starting at
 RSS_LIMIT_MIB = 300  # the worker process (not its vLLM), sampled every 50 ms
 PING_LIMIT_MS = 1000  # /ping on PORT_HEALTH during an HTTP client's attack
 PARALLEL = 8
+DEEP_LIMIT = 20_000  # this process's recursion limit while the rows run (a 3,000-deep job)
 MiB = 1024 * 1024
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN = "<!-- inputs: generated from tests/worker/test_inputs.py (ROWS); do not edit -->"
@@ -645,12 +646,10 @@ def _env(row: Row, mode: str, places: Mapping[str, str], tmp: Path) -> dict[str,
 
 def _run_queue(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
     outcome = Outcome()
-    limit = sys.getrecursionlimit()
     with QueueServer() as queue:
         env.update(queue.env())
         job_input = row.job if row.job is not None else PROMPT
-        if job_input == {"messages": "{deep}"}:
-            sys.setrecursionlimit(max(limit, 20_000))
+        if job_input == {"messages": "{deep}"}:  # encoded under DEEP_LIMIT (``outcomes``)
             job_input = {"messages": _deep(3000)}
         queue.submit_raw(*row.take)  # taken before the job
         job = queue.submit(job_input)
@@ -829,7 +828,13 @@ def outcomes(tmp_path_factory) -> Iterator[dict[str, Outcome]]:
     tmp = tmp_path_factory.mktemp("inputs")
     _prepare(tmp)
     results: dict[str, Outcome] = {}
-    with _hub(tmp_path_factory.mktemp("hub")) as hub:
+    limit = sys.getrecursionlimit()
+    # The queue server (this process) encodes the deep job; set once for every thread
+    # and restored after, so that no other test in this process runs under it.
+    sys.setrecursionlimit(max(limit, DEEP_LIMIT))
+    with contextlib.ExitStack() as stack:
+        stack.callback(sys.setrecursionlimit, limit)
+        hub = stack.enter_context(_hub(tmp_path_factory.mktemp("hub")))
         places = {"tmp": str(tmp), "hub": hub.url, "bad": BAD}
         http_rows = [row for row in ROWS if row.attack is not None]
         cases = [(row, mode) for row, mode in _cases() if row.attack is None]
