@@ -185,13 +185,19 @@ class Classifier:
         some lines were fed (diagnose skips what cannot change the verdict): these win."""
         self._progress.context.update(latest)
 
+    def _may_match(self, text: str) -> set[int]:
+        """The ``id`` of each pattern the prefilter says may match ``text``."""
+        patterns = self.pack.patterns
+        return {id(patterns[i].regex) for i in _hit_ids(self.pack, text)}
+
     def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
         findings, progress, context = self._findings, self._progress, self._progress.context
         if findings.best is not None:
-            return render_hit(findings.best, context, self.pack.provenance, self.redact)
+            provenance, may = self.pack.provenance, self._may_match
+            return render_hit(findings.best, context, provenance, self.redact, may)
         if findings.late is not None and (exited or exit_code is not None):
-            return render_hit(findings.late, context, None, self.redact)  # a request
+            return render_hit(findings.late, context, None, self.redact, self._may_match)
         if progress.traceback is not None and not (exited or exit_code is not None):
             evidence = line_evidence(self.recent, progress.traceback, self.redact)
             origin, redactor = progress.origin, self.redact

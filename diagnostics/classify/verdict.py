@@ -21,7 +21,7 @@ the network). Only verdicts of a generic-structure rule that calls the failure
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Reversible
+from collections.abc import Callable, Container, Mapping, Reversible
 from functools import cache
 
 from diagnostics.classify.findings import Hit, captures, joined
@@ -66,11 +66,13 @@ def render_hit(
     context: Mapping[str, str],
     provenance: Provenance | None,
     redactor: Redactor = redact,
+    may_match: Callable[[str], Container[int]] | None = None,
 ) -> Diagnosis:
     """The verdict of a finding: by where it was raised when its rule allows and the
-    ``provenance`` given says more, else its rule's."""
+    ``provenance`` given says more, else its rule's. ``may_match``: the pack's
+    prefilter (``captures``)."""
     evidence = Evidence(hit.line, redactor(hit.raw))
-    captured = {**context, **captures(hit)}
+    captured = {**context, **captures(hit, may_match)}
     if provenance is not None and hit.rule.kind == "structure":
         # Generic structure (an exception line, pydantic's or a worker's wrapper): the
         # catalogued message it holds says what failed; else, for the last resort, where
