@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from diagnostics.classify.findings import MAX_STORED_LINE, Findings, stored
 from diagnostics.classify.normalize import (
@@ -61,6 +61,11 @@ def _hit_ids(pack: RulePack, text: str) -> set[int]:
         match_event_handler=lambda i, _f, _t, _fl, _c: ids.add(i),
     )
     return ids
+
+
+def _may_match(pack: RulePack, text: str) -> set[int]:
+    """The ``id`` of each pattern the prefilter says may match ``text``."""
+    return {id(pack.patterns[i].regex) for i in _hit_ids(pack, text)}
 
 
 class Classifier:
@@ -185,19 +190,15 @@ class Classifier:
         some lines were fed (diagnose skips what cannot change the verdict): these win."""
         self._progress.context.update(latest)
 
-    def _may_match(self, text: str) -> set[int]:
-        """The ``id`` of each pattern the prefilter says may match ``text``."""
-        patterns = self.pack.patterns
-        return {id(patterns[i].regex) for i in _hit_ids(self.pack, text)}
-
     def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
         findings, progress, context = self._findings, self._progress, self._progress.context
         if findings.best is not None:
-            provenance, may = self.pack.provenance, self._may_match
+            provenance, may = self.pack.provenance, partial(_may_match, self.pack)
             return render_hit(findings.best, context, provenance, self.redact, may)
         if findings.late is not None and (exited or exit_code is not None):
-            return render_hit(findings.late, context, None, self.redact, self._may_match)
+            may = partial(_may_match, self.pack)
+            return render_hit(findings.late, context, None, self.redact, may)
         if progress.traceback is not None and not (exited or exit_code is not None):
             evidence = line_evidence(self.recent, progress.traceback, self.redact)
             origin, redactor = progress.origin, self.redact
