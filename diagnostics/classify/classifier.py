@@ -193,11 +193,10 @@ class Classifier:
     def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
         findings, progress, context = self._findings, self._progress, self._progress.context
+        may = partial(_may_match, self.pack)
         if findings.best is not None:
-            provenance, may = self.pack.provenance, partial(_may_match, self.pack)
-            return render_hit(findings.best, context, provenance, self.redact, may)
+            return render_hit(findings.best, context, self.pack.provenance, self.redact, may)
         if findings.late is not None and (exited or exit_code is not None):
-            may = partial(_may_match, self.pack)
             return render_hit(findings.late, context, None, self.redact, may)
         if progress.traceback is not None and not (exited or exit_code is not None):
             evidence = line_evidence(self.recent, progress.traceback, self.redact)
