@@ -14,7 +14,7 @@ import hyperscan
 import pytest
 
 from diagnostics.classify.classifier import Classifier
-from diagnostics.pack import dbcache
+from diagnostics.pack import dbcache, matching
 from diagnostics.pack.matching import hyperscan_database, prefilter_form
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning import fastpath
@@ -107,6 +107,34 @@ def test_a_ready_marker_at_the_start_of_a_block_after_wrapped_lines():
 
 def test_no_ready_marker_means_no_restart():
     assert fastpath.restart_point(io.BytesIO(KV * 3), 0, PACK) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "form"),
+    [
+        (r"a{0,300}?b", "a*?b"),
+        (r"(?:ab){1,3}c{2}", "(?:ab)*c*"),
+        (r"^x{2,}$", "x*"),
+        (r"[a{2}]\{2}{}a{,5}", r"[a{2}]\{2}{}a{,5}"),  # in a class, escaped, or literal
+    ],
+)
+def test_the_prefilter_form_drops_anchors_and_widens_bounded_repeats(pattern, form):
+    assert prefilter_form(pattern) == form
+
+
+def test_the_widened_prefilter_finds_every_line_the_bounded_one_found(monkeypatch):
+    """On every line of the fixtures, the line database (bounded repeats widened) reports
+    each pattern the same patterns with their bounds report: widening only adds."""
+    monkeypatch.setattr(matching, "_repeat", lambda: re.compile(r"(?!x)x"))  # no widening
+    expressions = [prefilter_form(p.regex.pattern).encode() for p in PACK.patterns]
+    bounded = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    flag = hyperscan.HS_FLAG_ALLOWEMPTY | hyperscan.HS_FLAG_SINGLEMATCH
+    ids = list(range(len(expressions)))
+    bounded.compile(expressions=expressions, ids=ids, elements=len(ids), flags=[flag] * len(ids))
+    assert any(b"{" in e for e in expressions)  # the patterns have bounded repeats to widen
+    for path in sorted(FIXTURES.rglob("*.log")):
+        for line in path.read_bytes().splitlines():
+            assert _hits(bounded, line) <= _hits(PACK.line_database, line), (path.name, line)
 
 
 def test_prefilter_heads_match_every_line_the_full_patterns_match():
