@@ -6,9 +6,12 @@ a crash loop, a start followed by serving, a failure after hours of serving."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import random
 import re
+import subprocess
+import sys
 
 import hyperscan
 import pytest
@@ -235,6 +238,40 @@ def test_an_unwritable_cache_folder_is_no_error(tmp_path):
         )
         assert _hits(db, b"foo") == {0}
     assert calls == [1, 1]
+
+
+def test_a_database_compiled_while_waiting_for_the_lock_is_read_not_compiled(tmp_path, monkeypatch):
+    """Processes started together on an empty cache: the one that waited for the compile
+    lock finds the entry the holder wrote, and compiles nothing."""
+    expressions, ids, flags = _expressions("foo")
+    key = dbcache.key(expressions, ids, flags, hyperscan.HS_MODE_BLOCK)
+    theirs: list[int] = []
+    compiled_by_them = _build(expressions, theirs)()
+    waited = dbcache._compiling
+
+    @contextlib.contextmanager
+    def while_they_compile(folder):
+        with waited(folder):  # what the other process wrote before it let go of the lock
+            dbcache.write_entry(folder, f"{key}.hsdb", hyperscan.dumpb(compiled_by_them))
+            yield
+
+    monkeypatch.setattr(dbcache, "_compiling", while_they_compile)
+    mine: list[int] = []
+    db = dbcache.load_or_compile(key, hyperscan.HS_MODE_BLOCK, _build(expressions, mine), tmp_path)
+    assert _hits(db, b"foo") == {0}
+    assert mine == []
+
+
+def test_the_compile_lock_is_held_against_other_processes(tmp_path):
+    probe = (
+        "import sys; from filelock import FileLock, Timeout\n"
+        "try:\n    FileLock(sys.argv[1], timeout=0).acquire()\nexcept Timeout:\n    print('held')"
+    )
+    lock = str(tmp_path / "compile.lock")
+    with dbcache._compiling(tmp_path):
+        held = subprocess.run([sys.executable, "-c", probe, lock], capture_output=True, text=True)
+    free = subprocess.run([sys.executable, "-c", probe, lock], capture_output=True, text=True)
+    assert (held.stdout.strip(), free.stdout.strip()) == ("held", "")
 
 
 def test_cache_folder_follows_xdg_and_can_be_turned_off(tmp_path):
