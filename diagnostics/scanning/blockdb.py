@@ -139,17 +139,23 @@ def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[in
     return frozenset(found)
 
 
-def _any_match(data: bytes, database: hyperscan.Database, hint: int | None) -> bool | None:
-    """Whether an entry other than ``hint`` matches ``data``; None when only ``hint``
-    (a lost colour code: the data must be cleaned first) does."""
+def _any_match(
+    data: bytes,
+    database: hyperscan.Database,
+    hint: int | None,
+    only: frozenset[int] | None = None,
+) -> bool | None:
+    """Whether an entry other than ``hint`` (and among ``only``, when given) matches
+    ``data``; None when only ``hint`` (a lost colour code: the data must be cleaned
+    first) does."""
     seen_hint = False
 
     def on_match(pattern_id, _from, _to, _flags, _context) -> bool:
         nonlocal seen_hint
-        if pattern_id != hint:
-            return True  # stop: found
-        seen_hint = True
-        return False
+        if pattern_id == hint:
+            seen_hint = True
+            return False
+        return only is None or pattern_id in only  # True: stop, found
 
     try:
         database.scan(data, match_event_handler=on_match)

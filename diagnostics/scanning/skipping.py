@@ -5,6 +5,7 @@ says whether any pattern that could still change the verdict occurs in it."""
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 import hyperscan
 
@@ -21,27 +22,43 @@ from diagnostics.scanning.blockdb import (
 from diagnostics.scanning.blocktext import _LOST_ESC_HINT, _cleaned, _joined
 
 _HINT_IN_DATABASE = 64  # up to this many patterns, the lost-ESC search joins their scan
+# A standing that leaves more than this share of the patterns relevant scans with the
+# database of every pattern, its matches filtered: a database of its own would scan
+# hardly faster, and each cost ~0.35 s to compile on an empty cache (16 of the pack's 30
+# ranks leave 695-801 of its 802 patterns, 2026-12-02).
+_SHARED_ABOVE = 0.5
+
+
+class Presence(NamedTuple):
+    database: hyperscan.Database
+    hint: int | None  # the lost-ESC entry's id (None: none in this database)
+    only: frozenset[int] | None  # the ids that count (None: every one)
 
 
 @lru_cache(maxsize=64)
-def _presence(pack: RulePack, standing: Standing) -> tuple[hyperscan.Database, int | None] | None:
+def _presence(pack: RulePack, standing: Standing) -> Presence | None:
     """A single-match database of the heads of the patterns that can change a verdict
-    standing so (None: every pattern), and the id of an extra
-    entry that finds colour codes which lost their ESC (None when there is none: in a
-    large database that entry slows every scan more than a search of its own costs);
-    None when nothing can change the verdict."""
+    standing so (None: every pattern), the id of an extra entry that finds colour codes
+    which lost their ESC (None when there is none: in a large database that entry slows
+    every scan more than a search of its own costs) and, when the database is every
+    pattern's, the ids that count; None when nothing can change the verdict."""
     ids = range(len(pack.patterns)) if standing is None else sorted(relevant_ids(pack, *standing))
     if not ids:
         return None
+    if standing is not None and len(ids) > _SHARED_ABOVE * len(pack.patterns):
+        every = _presence(pack, None)
+        assert every is not None
+        return Presence(every.database, every.hint, frozenset(ids))
     flag = hyperscan.HS_FLAG_ALLOWEMPTY | hyperscan.HS_FLAG_SINGLEMATCH
     sources = _sources(pack, ids)
     if len(ids) > _HINT_IN_DATABASE:
-        return _database(sources, flag, lambda: [_heads(pack)[i] for i in ids]), None
+        heads = _database(sources, flag, lambda: [_heads(pack)[i] for i in ids])
+        return Presence(heads, None, None)
     sources.append(_LOST_ESC_HINT.pattern)
     database = _database(
         sources, flag, lambda: [*(_heads(pack)[i] for i in ids), _LOST_ESC_HINT.pattern]
     )
-    return database, len(sources) - 1
+    return Presence(database, len(sources) - 1, None)
 
 
 def _nothing_relevant(block: bytes, scan: Scanner, standing: Standing) -> bool:
@@ -54,10 +71,10 @@ def _nothing_relevant(block: bytes, scan: Scanner, standing: Standing) -> bool:
     presence = _presence(scan.pack, standing)
     if presence is None:
         return True
-    database, hint = presence
+    database, hint, only = presence
     if hint is not None and b"\x1b" not in block:
         found = _any_match(_joined(block), database, hint)
         if found is not None:
             return not found
     # Colour codes (also some that lost their ESC): cleaned as the classifier does.
-    return not _any_match(_joined(_cleaned(block)), database, None)
+    return not _any_match(_joined(_cleaned(block)), database, None, only)
