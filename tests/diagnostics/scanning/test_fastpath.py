@@ -18,7 +18,7 @@ import pytest
 
 from diagnostics.classify.classifier import Classifier
 from diagnostics.pack import dbcache, matching
-from diagnostics.pack.matching import hyperscan_database, prefilter_form
+from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.scan import classify_stream
@@ -144,7 +144,7 @@ def test_prefilter_heads_match_every_line_the_full_patterns_match():
     lines = [
         line for path in sorted(FIXTURES.rglob("*.log")) for line in path.read_bytes().splitlines()
     ]
-    full = hyperscan_database([p.regex.pattern for p in PACK.patterns], single_match=True)
+    full = PACK.line_database  # every pattern's prefilter form, single-match
     heads = fastpath.scanner(PACK).heads
     for line in lines:
         assert _hits(full, line) <= _hits(heads, line), line
