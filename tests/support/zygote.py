@@ -139,7 +139,6 @@ def serve(path: str, lock: int) -> None:
     selector.register(wake_r, selectors.EVENT_READ)
     selector.register(0, selectors.EVENT_READ)
     waiting: dict[int, socket.socket] = {}
-    os.write(1, b"ready\n")
 
     def reap() -> None:
         while waiting:
@@ -284,16 +283,13 @@ class ForkServer(_Client):
                 cwd=ROOT,
                 env=env,
                 stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
                 pass_fds=(lock,),
             )
         finally:
             os.close(lock)
-        if wait:
-            assert self._proc.stdout is not None
-            if self._proc.stdout.readline() != b"ready\n":
-                raise OSError("the fork server did not start")
         atexit.register(self.close)
+        if wait:
+            _wait_listening(self.folder)
 
     def close(self) -> None:
         if self._proc.poll() is None:
@@ -304,8 +300,6 @@ class ForkServer(_Client):
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
         with contextlib.suppress(OSError):
@@ -317,11 +311,18 @@ class SharedServer(_Client):
     """The server another process started (``start_shared``), once it listens."""
 
     def __init__(self, folder: str) -> None:
-        self.path = os.path.join(folder, "socket")
-        with open(os.path.join(folder, "lock"), "rb") as lock:
-            fcntl.flock(lock, fcntl.LOCK_SH)  # granted when the server has let go of it
-        if not os.path.exists(self.path):
-            raise OSError(f"the shared fork server in {folder} did not start")
+        self.path = _wait_listening(folder)
+
+
+def _wait_listening(folder: str) -> str:
+    """The socket of the server in ``folder``, once it listens (the server holds the
+    lock until then; a shared ``flock`` is granted when it lets go)."""
+    with open(os.path.join(folder, "lock"), "rb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+    path = os.path.join(folder, "socket")
+    if not os.path.exists(path):
+        raise OSError(f"the fork server in {folder} did not start")
+    return path
 
 
 def start_shared() -> ForkServer:
