@@ -156,14 +156,15 @@ def captures(hit: Hit, may_match: Callable[[str], Container[int]] | None = None)
     ``may_match``: the ``id`` of every pattern that may match a text (the pack's
     prefilter, which never misses a match RE2 would find): the others are not run on it.
     A rule of 436 patterns ran each on every text: 60 RE2 searches a verdict."""
+    capturing = [regex for regex in hit.rule.patterns if regex.groupindex]
+    if not capturing:  # a rule whose patterns capture nothing: no text to scan
+        return {}
     texts = [hit.text]
     for n in range(1, len(hit.following) + 1):
         texts += joined(hit, n)
     maybe = [may_match(text) if may_match is not None else None for text in texts]
     found: dict[str, str] = {}
-    for regex in hit.rule.patterns:
-        if not regex.groupindex:  # captures nothing
-            continue
+    for regex in capturing:
         for text, candidates in zip(texts, maybe, strict=True):
             if candidates is not None and id(regex) not in candidates:
                 continue

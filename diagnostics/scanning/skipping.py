@@ -73,7 +73,7 @@ def _nothing_relevant(block: bytes, scan: Scanner, standing: Standing) -> bool:
         return True
     database, hint, only = presence
     if hint is not None and b"\x1b" not in block:
-        found = _any_match(_joined(block), database, hint)
+        found = _any_match(_joined(block), database, hint, only)
         if found is not None:
             return not found
     # Colour codes (also some that lost their ESC): cleaned as the classifier does.
