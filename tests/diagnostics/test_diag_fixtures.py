@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from diagnostics.command.render import to_text
@@ -25,7 +27,9 @@ KNOWN_MISSES = {
 }
 
 
+@functools.cache
 def _diagnose(path):
+    """The diagnosis of a fixture, once for its two tests (a frozen value)."""
     with path.open("rb") as stream:
         return classify_stream(stream, PACK)
 

@@ -19,6 +19,7 @@ import time
 import httpx
 import pytest
 
+from tests.support.loopback_http import loopback_client
 from tests.support.vllm_env import (
     events,
     free_port,
@@ -35,7 +36,7 @@ START_S = 300.0
 
 
 def _http(port: int) -> httpx.Client:
-    return httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=60)
+    return loopback_client(base_url=f"http://127.0.0.1:{port}", timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import gc
 import importlib
 import io
 import json
@@ -125,6 +126,7 @@ def _run_worker(request: dict) -> int:
 def serve(path: str, lock: int) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
+    gc.freeze()  # the preloaded objects: never collected, so a worker's GC copies none of them
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)

@@ -45,6 +45,7 @@ import psutil
 import pytest
 
 from tests.support.hub_server import Body, Hostile, HubServer
+from tests.support.loopback_http import loopback_client
 from tests.support.model_configs import TINY_LLAMA
 from tests.support.queue_server import QueueServer
 from tests.support.raw_http import read_answer, status_of
@@ -677,7 +678,7 @@ def _run_queue(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
 def _lb_ready(env: dict[str, str]) -> tuple[int | None, float]:
     health = int(env["PORT_HEALTH"])
     deadline = time.monotonic() + SETTLE_S
-    with httpx.Client(trust_env=False, timeout=5) as http:
+    with loopback_client(timeout=5) as http:
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.TransportError):
                 status = http.get(f"http://127.0.0.1:{health}/ping").status_code
@@ -698,7 +699,7 @@ def _run_lb(row: Row, env: dict[str, str], log_dir: Path) -> Outcome:
                 outcome.problem = f"/ping never settled within {SETTLE_S} s"
                 return outcome
             # PORT listens before the health port answers (worker/lb/serve.py).
-            with httpx.Client(trust_env=False, timeout=10) as http:
+            with loopback_client(timeout=10) as http:
                 answer = http.post(f"http://127.0.0.1:{env['PORT']}/v1/completions", json={})
             outcome.status = answer.status_code
             with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -737,7 +738,7 @@ def _run_attacks(rows: list[Row], tmp: Path) -> dict[str, Outcome]:
             stop = threading.Event()
 
             def probe(pings: list[float] = pings, stop: threading.Event = stop) -> None:
-                with httpx.Client(trust_env=False, timeout=10) as http:
+                with loopback_client(timeout=10) as http:
                     while not stop.is_set():
                         began = time.monotonic()
                         with contextlib.suppress(httpx.HTTPError):

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.loopback_http import loopback_client
 from tests.support.queue_server import QueueServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,7 +176,7 @@ def test_env_points_the_sdk_at_the_queue() -> None:
 
 
 def test_wire_shapes_without_the_sdk() -> None:
-    with QueueServer(hold_s=0.05) as queue, httpx.Client(base_url=queue.url) as http:
+    with QueueServer(hold_s=0.05) as queue, loopback_client(base_url=queue.url) as http:
         assert http.get("/v2/ep/job-take/w?gpu=TEST&job_in_progress=0").status_code == 204
         job_id = queue.submit({"prompt": "hi"})
         taken = http.get("/v2/ep/job-take/w?gpu=TEST&job_in_progress=0")
@@ -206,7 +207,7 @@ def test_wire_shapes_without_the_sdk() -> None:
 
 def test_empty_job_take_is_held_until_a_job_arrives() -> None:
     # A hold far longer than the test's own timeout: only submit() can end it in time.
-    with QueueServer(hold_s=60) as queue, httpx.Client(base_url=queue.url, timeout=10) as http:
+    with QueueServer(hold_s=60) as queue, loopback_client(base_url=queue.url, timeout=10) as http:
         answers: list[httpx.Response] = []
         poll = threading.Thread(target=lambda: answers.append(http.get("/v2/ep/job-take/w")))
         poll.start()
@@ -217,7 +218,7 @@ def test_empty_job_take_is_held_until_a_job_arrives() -> None:
 
 
 def test_faults_are_injected_in_order() -> None:
-    with QueueServer() as queue, httpx.Client(base_url=queue.url) as http:
+    with QueueServer() as queue, loopback_client(base_url=queue.url) as http:
         job_id = queue.submit({})
         queue.fail_next(1, status=503)
         queue.drop_connections(1, kinds=["job-done"])

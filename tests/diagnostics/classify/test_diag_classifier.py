@@ -1,5 +1,6 @@
-"""The incremental classifier: same verdict fed line by line as read in blocks, bounded
-memory, ready and shutdown handling, secrets redacted."""
+"""The incremental classifier: bounded memory, ready and shutdown handling, secrets
+redacted. That it gives the verdict of the block scan, fed line by line, is checked on
+every fixture and on variants of it in ``tests/diagnostics/scanning/test_paths_agree.py``."""
 
 from __future__ import annotations
 
@@ -9,27 +10,11 @@ import pytest
 
 from diagnostics import Classifier, State
 from diagnostics.scanning.scan import classify_stream
-from tests.diagnostics.cases import case_id, labelled
+from tests.diagnostics.cases import labelled
 from tests.support.packs import shipped_pack
 
 PACK = shipped_pack()
 CASES = labelled()
-
-
-@pytest.mark.parametrize(("path", "entry"), CASES, ids=[case_id(p) for p, _ in CASES])
-def test_line_by_line_equals_block_scan(path, entry):
-    data = path.read_bytes()
-    if data.startswith(b"datgo1t12vudsh"):
-        pytest.skip("reversed RunPod console export: only the file reader re-orders it")
-    classifier = Classifier(PACK)
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for line in lines:  # a line ends at "\n" only, as in the block reader
-        classifier.feed(line.decode("utf-8", "replace"))
-    # A tiny block size also exercises lines split across blocks.
-    small = classify_stream(io.BytesIO(data), PACK, block_size=4096)
-    assert classifier.diagnosis() == small
 
 
 def test_memory_is_bounded_by_the_window():

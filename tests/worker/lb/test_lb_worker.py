@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.support.answers import too_long_answer
+from tests.support.loopback_http import loopback_client
 from tests.support.vllm_env import (
     ROOT,
     events,
@@ -50,7 +51,7 @@ def lb_env(tmp: Path, command: str, **extra: str) -> dict[str, str]:
 
 
 def client(port: int, **kwargs) -> httpx.Client:
-    return httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=30, **kwargs)
+    return loopback_client(base_url=f"http://127.0.0.1:{port}", timeout=30, **kwargs)
 
 
 def health_until(port: int, path: str, wanted: int) -> list[int]:
