@@ -6,14 +6,17 @@ status ``Popen`` would report, also for a signal."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 
 import psutil
 import pytest
 
+from tests.support import zygote
 from tests.support.queue_server import QueueServer
 from tests.support.vllm_env import ROOT, events, free_port, running_worker, worker_env
 
@@ -71,3 +74,76 @@ def test_a_signal_ends_a_forked_worker_as_popen_reports_it(tmp_path, monkeypatch
         assert proc.wait(30) == -signal.SIGKILL
         assert proc.returncode == -signal.SIGKILL and proc.poll() == -signal.SIGKILL
         proc.send_signal(signal.SIGTERM)  # after its end: nothing to signal, no error
+
+
+PROBE = """
+import json, os, sys
+print(json.dumps({
+    "argv": sys.argv, "path0": sys.path[0], "cwd": os.getcwd(), "env": os.environ.get("PROBE"),
+    "session": os.getsid(0) == os.getpid(), "stdin": sys.stdin.read(),
+    "main": __name__, "tty": sys.stdout.isatty(),
+}))
+sys.stdout.flush()
+os.write(int(os.environ["PROBE_FD"]), b"extra")
+print("to stderr", file=sys.stderr)
+sys.exit(int(os.environ["PROBE_EXIT"]))
+"""
+
+
+def _programs(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    package = tmp_path / "probe_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "run.py").write_text(PROBE)
+    return {
+        "-c": ["-c", PROBE, "one", "two"],
+        "script": [str(script), "one"],
+        "-m": ["-m", "probe_pkg.run", "one"],
+    }
+
+
+@pytest.mark.parametrize("form", ["-c", "script", "-m"])
+def test_a_forked_program_is_the_program_python_would_run(tmp_path, form):
+    """``python -c``/a script/``-m``: argv, sys.path[0], the working folder, the
+    environment, a session of its own, stdin, a passed descriptor, both outputs and the
+    exit status, forked (``fork_server().popen``) as started (``subprocess.Popen``)."""
+    argv = _programs(tmp_path)[form]
+    seen = []
+    for forked in (True, False):
+        read, write = os.pipe()
+        env = {**os.environ, "PROBE": "é", "PROBE_FD": str(write), "PROBE_EXIT": "3"}
+        env["PYTHONPATH"] = str(tmp_path)
+        streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        if forked:
+            proc = zygote.fork_server().popen(argv, env, tmp_path, pass_fds=(write,), **streams)
+        else:
+            proc = subprocess.Popen(  # type: ignore[assignment]
+                [sys.executable, *argv],
+                env=env,
+                cwd=tmp_path,
+                pass_fds=(write,),
+                start_new_session=True,
+                **streams,
+            )
+        os.close(write)
+        proc.stdin.write(b"input")
+        proc.stdin.close()
+        out, err = proc.stdout.read(), proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+        with os.fdopen(read, "rb") as extra:
+            seen.append((json.loads(out), err, extra.read(), proc.wait(30)))
+    assert seen[0] == seen[1]
+    probe, err, extra, code = seen[0]
+    assert probe["env"] == "é" and probe["session"] and probe["stdin"] == "input"
+    assert (err, extra, code) == (b"to stderr\n", b"extra", 3)
+
+
+def test_a_forked_run_captures_as_subprocess_run(tmp_path):
+    code = "import sys; print(sys.stdin.read() + 'out'); print('err', file=sys.stderr)"
+    done = zygote.fork_server().run(["-c", code], dict(os.environ), tmp_path, input=b"in-")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "in-out\n", "err\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        zygote.fork_server().run(["-c", "import time; time.sleep(60)"], {}, timeout=0.2)

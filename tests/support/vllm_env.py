@@ -108,7 +108,11 @@ def tiny_model_env(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def run_python(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    """``python ARGS`` (this interpreter) from the repository root, its output as text."""
+    """``python ARGS`` (this interpreter) from the repository root, its output as text:
+    forked from the fork server unless ``WORKER_FORK_SERVER=0`` (``ARGS`` must not run a
+    module the server preloaded: ``-m worker...`` would run on the preloaded package)."""
+    if os.environ.get("WORKER_FORK_SERVER", "1") != "0":
+        return fork_server().run(args, env, ROOT, timeout=timeout)
     return subprocess.run(
         [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )

@@ -14,10 +14,19 @@ HF_ENDPOINT and HF_HOME): they are imported by each worker, after its environmen
 place. ``tests/test_zygote.py`` checks that a forked worker's environment, output
 files, session, signals and exit status are those of a started one.
 
-Protocol, one connection per worker on a Unix socket: the client sends one JSON line
-(``env``, ``cwd``, ``out``, ``err``, ``nofile``); the server answers ``<pid>\\n`` and,
-once that worker has exited, ``<exit code>\\n`` (``-N`` for a signal, as ``Popen``). The
-server ends when its standard input closes (the test process is gone).
+It forks the tests' other Python programs too (``popen``/``run``: ``-c CODE``, ``-m
+MODULE``, a script; what ``subprocess.Popen``/``run`` would start, with pipes and passed
+descriptors): a program importing the RunPod SDK took 0.65 CPU-s started. What differs
+from a fresh interpreter: the preloaded modules are there (a program must not be one of
+them: ``-m worker.preflight.estimate`` stays a real start) and ``sys.path`` is the
+server's, with the program's folder first (PYTHONPATH is read once, by the server).
+
+Protocol, one connection per process on a Unix socket: the client sends one JSON line,
+a worker's (``env``, ``cwd``, ``out``, ``err``, ``nofile``) or a program's (``argv``,
+``env``, ``cwd``, ``fds``: the numbers the descriptors sent with the line take in the
+child, ``SCM_RIGHTS``); the server answers ``<pid>\\n`` and, once that process has exited,
+``<exit code>\\n`` (``-N`` for a signal, as ``Popen``). The server ends when its standard
+input closes (the test process is gone).
 
 Usage (by ``tests.support.vllm_env.start_worker``): ``python -m tests.support.zygote SOCKET
 LOCK_FD``; the server holds an exclusive ``flock`` on ``LOCK_FD`` until its socket listens.
@@ -38,6 +47,7 @@ import gc
 import importlib
 import io
 import json
+import locale
 import os
 import resource
 import runpy
@@ -51,7 +61,10 @@ import tempfile
 import threading
 import time
 import traceback
+import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PRELOAD = (
     "worker.main",
@@ -100,9 +113,84 @@ def _run_worker(request: dict) -> int:
             write_through=True,
         )
     sys.argv = [str(WORKER_MAIN)]
+    return _exit_code(lambda: runpy.run_module("worker", run_name="__main__", alter_sys=True))
+
+
+def _request(conn: socket.socket) -> tuple[dict, list[int]]:
+    """A request's JSON line and the descriptors sent with it (``SCM_RIGHTS``)."""
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 16)
+    while not data.endswith(b"\n"):
+        more = conn.recv(1 << 16)
+        if not more:
+            raise OSError("a fork request ended before its end of line")
+        data += more
+    return json.loads(data), fds
+
+
+def _std_streams() -> None:
+    """New ``sys.stdin``/``stdout``/``stderr`` on descriptors 0-2, buffered as a fresh
+    interpreter's are (stderr by line; stdout by line on a terminal; PYTHONUNBUFFERED)."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    reader = io.BufferedReader(io.FileIO(0, "r", closefd=False))
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(reader, encoding=sys.stdin.encoding)
+    for fd in (1, 2):
+        raw = io.FileIO(fd, "w", closefd=False)
+        old = sys.stdout if fd == 1 else sys.stderr
+        stream = io.TextIOWrapper(
+            io.BufferedWriter(raw),
+            encoding=old.encoding,
+            errors=old.errors,
+            line_buffering=fd == 2 or raw.isatty(),
+            write_through=unbuffered,
+        )
+        if fd == 1:
+            sys.stdout = sys.__stdout__ = stream
+        else:
+            sys.stderr = sys.__stderr__ = stream
+
+
+def _run_program(request: dict, fds: list[int]) -> int:
+    """In the forked child: become ``python ARGV`` (``-c CODE``, ``-m MODULE`` or a script)
+    with the descriptors sent, each at its target number, and run it."""
+    if request.get("setsid", True):
+        os.setsid()
+    os.chdir(request["cwd"])
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in fds]  # out of every target's way
+    for fd in fds:
+        os.close(fd)
+    for fd, target in zip(high, request["fds"], strict=True):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    _std_streams()
+    argv = request["argv"]
+    return _exit_code(lambda: _run_argv(argv))
+
+
+def _run_argv(argv: list[str]) -> None:
+    if argv[0] == "-c":
+        sys.argv = ["-c", *argv[2:]]
+        sys.path[0] = ""
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        exec(compile(argv[1], "<string>", "exec"), main.__dict__)
+    elif argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]
+        sys.path[0] = os.getcwd()
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(argv)
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+def _exit_code(run: Callable[[], object]) -> int:
+    """Run ``run`` as an interpreter runs its program: the exit status of its SystemExit or
+    of an uncaught exception, then threads joined, atexit run, streams flushed."""
     code = 0
     try:
-        runpy.run_module("worker", run_name="__main__", alter_sys=True)
+        run()
     except SystemExit as exc:
         if exc.code is None:
             code = 0
@@ -114,7 +202,6 @@ def _run_worker(request: dict) -> int:
     except BaseException:
         traceback.print_exc()
         code = 1
-    # What an interpreter does on its way out: join threads, run atexit, flush.
     threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
@@ -170,9 +257,7 @@ def serve(path: str, lock: int) -> None:
                         break
             else:
                 conn, _ = listener.accept()
-                with conn.makefile("rb") as reader:
-                    line = reader.readline()
-                request = json.loads(line)
+                request, fds = _request(conn)
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
@@ -184,7 +269,11 @@ def serve(path: str, lock: int) -> None:
                     conn.close()
                     for other in waiting.values():
                         other.close()
-                    os._exit(_run_worker(request))
+                    os._exit(
+                        _run_program(request, fds) if "argv" in request else _run_worker(request)
+                    )
+                for fd in fds:
+                    os.close(fd)
                 waiting[pid] = conn
                 conn.sendall(b"%d\n" % pid)
         reap()
@@ -195,7 +284,9 @@ class Forked:
     (``pid``, ``poll``, ``wait``, ``returncode``, ``send_signal``, ``terminate``,
     ``kill``). Its output is in the files it was given, never in pipes."""
 
-    stdout = stderr = None
+    stdin: Any = None
+    stdout: Any = None
+    stderr: Any = None
 
     def __init__(self, conn: socket.socket, args: list[str]) -> None:
         self._conn = conn
@@ -268,6 +359,102 @@ class _Client:
         conn.connect(self.path)
         conn.sendall(json.dumps(request).encode() + b"\n")
         return Forked(conn, [sys.executable, "-m", "worker"])
+
+    def popen(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | Path = ROOT,
+        stdin: Any = None,
+        stdout: Any = None,
+        stderr: Any = None,
+        pass_fds: tuple[int, ...] = (),
+    ) -> Forked:
+        """``subprocess.Popen([python, *argv], start_new_session=True, ...)``, forked: the
+        streams are ``None`` (this process's), ``PIPE``, ``DEVNULL``, ``STDOUT`` (stderr),
+        a descriptor or a file; a ``PIPE``'s end here is the child's ``stdin``/``stdout``/
+        ``stderr`` (binary), as ``Popen`` gives it."""
+        sent: list[int] = []
+        ours: dict[int, int] = {}  # target -> this process's end of a pipe
+        opened: list[int] = []  # descriptors opened here for the child: closed once sent
+        for target, spec in ((0, stdin), (1, stdout), (2, stderr)):
+            if spec is None:
+                fd = target
+            elif spec == subprocess.PIPE:
+                read, write = os.pipe()
+                fd, ours[target] = (read, write) if target == 0 else (write, read)
+                opened.append(fd)
+            elif spec == subprocess.DEVNULL:
+                fd = os.open(os.devnull, os.O_RDWR)
+                opened.append(fd)
+            elif spec == subprocess.STDOUT:
+                fd = sent[1]
+            else:
+                fd = spec if isinstance(spec, int) else spec.fileno()
+            sent.append(fd)
+        sent.extend(pass_fds)
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "fds": [0, 1, 2, *pass_fds]}
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(self.path)
+            socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], sent)
+            forked = Forked(conn, [sys.executable, *argv])
+        finally:
+            for fd in opened:
+                os.close(fd)
+        for target, fd in ours.items():
+            stream = os.fdopen(fd, "wb" if target == 0 else "rb")
+            setattr(forked, ("stdin", "stdout", "stderr")[target], stream)
+        return forked
+
+    def run(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | Path = ROOT,
+        timeout: float | None = None,
+        input: bytes | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """``subprocess.run([python, *argv], capture_output=True, text=True, ...)``, forked."""
+        proc = self.popen(
+            argv,
+            env,
+            cwd,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        outputs: dict[str, bytes] = {}
+
+        def drain(name: str, stream: Any) -> None:
+            with stream:
+                outputs[name] = stream.read()
+
+        readers = [
+            threading.Thread(target=drain, args=(name, getattr(proc, name)), daemon=True)
+            for name in ("stdout", "stderr")
+        ]
+        for reader in readers:
+            reader.start()
+        if proc.stdin is not None:
+            with proc.stdin, contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(input or b"")
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        for reader in readers:
+            reader.join()
+        encoding = locale.getpreferredencoding(False)
+        return subprocess.CompletedProcess(
+            proc.args,
+            code,
+            outputs["stdout"].decode(encoding),
+            outputs["stderr"].decode(encoding),
+        )
 
 
 class ForkServer(_Client):

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ import pytest
 
 from tests.support.loopback_http import loopback_client
 from tests.support.queue_server import QueueServer
+from tests.support.zygote import fork_server
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"
@@ -109,15 +109,8 @@ def start_worker(queue: QueueServer, mode: str, tmp: Path) -> Worker:
         "PYTHONPATH": str(REPO),
         "PYTHONUNBUFFERED": "1",
     }
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(PYTHON if PYTHON.exists() else sys.executable), str(script)],
-            env=env,
-            cwd=tmp,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    with log.open("wb") as out:  # forked from the fork server; the SDK imported by the child
+        proc = fork_server().popen([str(script)], env, tmp, stdout=out, stderr=subprocess.STDOUT)
     return Worker(queue, proc, log)
 
 

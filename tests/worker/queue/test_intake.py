@@ -22,12 +22,12 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from tests.support.queue_server import QueueServer
+from tests.support.zygote import fork_server
 
 REPO = Path(__file__).resolve().parents[3]
 DEADLINE = 30.0  # generous: a worker process starts in well under a second here
@@ -126,15 +126,16 @@ class Driven:
         env["RUNPOD_DEBUG_LEVEL"] = "INFO"
         self.log = log
         with log.open("wb") as out:  # the child keeps its own copy
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", DRIVER],
-                cwd=REPO,
-                env=env,
+            # Forked from the fork server (the SDK is imported by the child, after its
+            # environment is in place, as in a fresh interpreter).
+            self.proc = fork_server().popen(
+                ["-c", DRIVER],
+                env,
+                REPO,
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 pass_fds=(write_fd,),
-                start_new_session=True,
             )
         os.close(write_fd)
         self._events = os.fdopen(read_fd, "rb", buffering=0)
