@@ -4,6 +4,7 @@ KV layouts vLLM builds for hybrid, MLA and tensor-parallel models."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from worker.memory.alternatives import Suggestions, options_sentence, render, size_text, suggest
 from worker.memory.row_input import parse_row
+from worker.preflight import estimate as estimate_cli
 from worker.preflight.estimate import estimate
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -38,6 +40,15 @@ def run_cli(text: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "worker.preflight.estimate"],
         input=text, capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
     )  # fmt: skip
+
+
+def run_main(text: str, monkeypatch, capsys) -> subprocess.CompletedProcess[str]:
+    """The CLI's ``main`` in this process (what ``python -m`` runs; the first bad input of
+    the table also goes through a real ``python -m`` to show the two agree)."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    code = estimate_cli.main()
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([], code, out, err)
 
 
 def test_cli_prints_one_json_object() -> None:
@@ -66,8 +77,11 @@ def test_cli_prints_one_json_object() -> None:
         (json.dumps(_row(kv_cache_dtype="fp7")), "unknown cache dtype"),
     ],
 )
-def test_cli_rejects_bad_input_with_one_line(text: str, needle: str) -> None:
-    done = run_cli(text)
+def test_cli_rejects_bad_input_with_one_line(text: str, needle: str, monkeypatch, capsys) -> None:
+    done = run_main(text, monkeypatch, capsys)
+    if text == "{not json":
+        started = run_cli(text)
+        assert (started.returncode, started.stdout, started.stderr) == (2, "", done.stderr)
     assert done.returncode == 2
     assert done.stdout == ""
     assert needle in done.stderr and "Traceback" not in done.stderr

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
 
 import pytest
 from transitions import MachineError
 
 from diagnostics import Category, Diagnosis, State
 from diagnostics.model import failed_state
-from tests.support.vllm_env import ROOT
+from tests.support.vllm_env import run_python
 from worker.supervision.machine import Lifecycle, WorkerState
 
 
@@ -74,7 +73,5 @@ def test_ready_can_only_fail_transiently():
 
 
 def test_generated_docs_are_current():
-    result = subprocess.run(
-        [sys.executable, "scripts/gen_docs.py", "--check"], cwd=ROOT, capture_output=True, text=True
-    )
+    result = run_python(["scripts/gen_docs.py", "--check"], dict(os.environ), timeout=300)
     assert result.returncode == 0, result.stdout + "\nrun: python scripts/gen_docs.py"
