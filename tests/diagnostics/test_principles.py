@@ -96,6 +96,11 @@ IMAGE = [
     "torch._inductor.config.cpp.cxx: (None, 'g++')",
     "FileNotFoundError: [Errno 2] No such file or directory: 'nvcc'",
     "ImportError: Please install vllm[fastsafetensors] for fastsafetensors support.",
+    "ValueError: This tokenizer cannot be instantiated. Please make sure you have "
+    "`sentencepiece` installed in order to use this tokenizer.",
+    "ValueError: Fast download using 'hf_transfer' is enabled (HF_HUB_ENABLE_HF_TRANSFER=1) "
+    "but 'hf_transfer' package is not available in your environment. Try `pip install "
+    "hf_transfer`.",
 ]
 HOST = [
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_fault"),
@@ -171,3 +176,28 @@ def test_a_hub_status_is_judged_by_its_code(line, category):
     diagnosis = verdict(line)
     assert str(diagnosis.category) == category
     assert diagnosis.permanent is (category != "network")
+
+
+# transformers' AutoTokenizer, each of its wordings over 4.x and 5.x: the class the model
+# names is not in this transformers; the answer names it and both ways out.
+TOKENIZER_CLASS = [
+    "ValueError: Tokenizer class MyTokenizer does not exist or is not currently imported.",
+    "ValueError: Tokenizer class 'MyTokenizer' specified in the tokenizer config was not "
+    "found. The tokenizer may need to be converted or re-saved.",
+    "ValueError: Tokenizer class MyTokenizer is not currently imported.",
+]
+TOKENIZER_FRAME = (
+    '  File "/usr/lib/python3/site-packages/transformers/models/auto/tokenization_auto.py", '
+    "line 1150, in from_pretrained"
+)
+
+
+@pytest.mark.parametrize("line", TOKENIZER_CLASS)
+@pytest.mark.parametrize("frame", [False, True], ids=["bare", "with-frame"])
+def test_a_tokenizer_class_transformers_lacks_is_a_model_requirement(line, frame):
+    diagnosis = verdict(*([TOKENIZER_FRAME] if frame else []), line)
+    assert (str(diagnosis.category), diagnosis.state) == (
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    )
+    assert "MyTokenizer" in diagnosis.cause and "TRUST_REMOTE_CODE=true" in diagnosis.fix
