@@ -101,6 +101,8 @@ IMAGE = [
     "ValueError: Fast download using 'hf_transfer' is enabled (HF_HUB_ENABLE_HF_TRANSFER=1) "
     "but 'hf_transfer' package is not available in your environment. Try `pip install "
     "hf_transfer`.",
+    "RuntimeError: ECCPUConnector requires NIXL; install the `nixl` package or set a different "
+    "ec_connector.",
 ]
 HOST = [
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_fault"),
