@@ -42,6 +42,10 @@ CAUSES = {
 # What a failed start prints after its cause (or, across processes, before it).
 CONSEQUENCES = {
     "killed": ["Killed"],
+    "shell-job-killed": [
+        "./start.sh: line 3:  1234 Killed    python -m vllm.entrypoints.openai.api_server"
+    ],
+    "ide-exit": ["Process finished with exit code 1"],
     "engine-core": [
         "RuntimeError: Engine core initialization failed. See root cause above. "
         "Failed core proc(s): {}"
@@ -92,6 +96,15 @@ def test_the_cause_wins_over_its_consequences(cause):
         if diagnosis.rule != _alone(CAUSES[cause]) or CAUSES[cause][:40] not in evidence:
             misses.append(f"{consequence}, {layout}, {order}: {diagnosis.rule} on {evidence!r}")
     assert not misses, "\n".join(misses)
+
+
+def test_each_consequence_alone_is_a_failed_start():
+    """A paste that shows only what the failure caused (after a line of loading) is a
+    failed start, never one still starting."""
+    loading = "INFO 01-01 00:00:00 [loader.py:20] Loading weights took 1.00 GiB"
+    states = {name: _both_paths([loading, *lines]) for name, lines in CONSEQUENCES.items()}
+    wrong = {name: d.state.value for name, d in states.items() if not d.failed}
+    assert not wrong, wrong
 
 
 @pytest.mark.parametrize("cause", [c for c in CAUSES if c not in ("oom", "kv_cache", "cuda_fault")])
