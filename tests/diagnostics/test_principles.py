@@ -113,6 +113,12 @@ HOST = [
     ),
     ("Killed", "other"),
     (
+        'docker: Error response from daemon: could not select device driver "" with '
+        "capabilities: [[gpu]].",
+        "cuda_fault",
+    ),
+    ("nvidia-container-cli: initialization error: nvml error: driver not loaded", "cuda_fault"),
+    (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
         "total capacity of 80.00 GiB of which 1.00 GiB is free. Including non-PyTorch memory, "
         "this process has 4.00 GiB memory in use.",

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from diagnostics import Classifier
+from diagnostics import Classifier, classify_lines
 from diagnostics.classify.normalize import normalize, strip_ansi, wrapped_at_width
 from diagnostics.model import Category, State
 from diagnostics.scanning.scan import classify_stream
@@ -329,3 +329,30 @@ def test_a_wrapped_message_whose_parts_match_nothing_alone():
 def test_the_same_words_in_a_warning_are_not_a_failure(warning):
     """Rules for wordings that libraries also log as warnings need the exception line."""
     assert not Classifier(PACK).feed_all([warning]).diagnosis().failed
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+        "torch._dynamo.exc.Unsupported: call_function UserDefinedObjectVariable",
+    ],
+)
+def test_an_exception_class_named_otherwise_is_known_by_its_module(line):
+    """A class whose name does not end in Error/Exception, printed as Python prints an
+    uncaught exception (module.Class: message), ends the start like any other."""
+    diagnosis = classify_lines(["INFO 01-01 00:00:00 [loader.py:20] Loading weights", line])
+    assert diagnosis.failed and diagnosis.rule == "unhandled-exception"
+    assert diagnosis.cause.endswith(line.split(": ", 1)[1])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "huggingface_hub.file_download: Downloading model.safetensors",
+        "torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 7 closing",
+    ],
+)
+def test_a_logger_named_by_its_module_is_not_an_exception(line):
+    diagnosis = classify_lines(["INFO 01-01 00:00:00 [loader.py:20] Loading weights", line])
+    assert not diagnosis.failed
