@@ -119,6 +119,12 @@ HOST = [
     ),
     ("nvidia-container-cli: initialization error: nvml error: driver not loaded", "cuda_fault"),
     (
+        "urllib3.exceptions.NameResolutionError: <urllib3.connection.HTTPSConnection object "
+        "at 0x7f>: Failed to resolve 'huggingface.co'",
+        "network",
+    ),
+    ("curl: (6) Could not resolve host: huggingface.co", "network"),
+    (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
         "total capacity of 80.00 GiB of which 1.00 GiB is free. Including non-PyTorch memory, "
         "this process has 4.00 GiB memory in use.",
@@ -209,3 +215,16 @@ def test_a_tokenizer_class_transformers_lacks_is_a_model_requirement(line, frame
         State.FAILED_PERMANENT,
     )
     assert "MyTokenizer" in diagnosis.cause and "TRUST_REMOTE_CODE=true" in diagnosis.fix
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "MemoryError",
+        "MemoryError: Unable to allocate 2.00 GiB for an array",
+        "OSError: [Errno 12] Cannot allocate memory",
+    ],
+)
+def test_host_memory_exhausted_in_pythons_words_is_oom(line):
+    diagnosis = verdict(line)
+    assert (str(diagnosis.category), diagnosis.state) == ("oom", State.FAILED_PERMANENT)
