@@ -21,10 +21,10 @@ from a fresh interpreter: the preloaded modules are there (a program must not be
 them: ``-m worker.preflight.estimate`` stays a real start) and ``sys.path`` is the
 server's, with the program's folder first (PYTHONPATH is read once, by the server).
 
-Protocol, one connection per process on a Unix socket: the client sends one JSON line,
-a worker's (``env``, ``cwd``, ``out``, ``err``, ``nofile``) or a program's (``argv``,
-``env``, ``cwd``, ``fds``: the numbers the descriptors sent with the line take in the
-child, ``SCM_RIGHTS``); the server answers ``<pid>\\n`` and, once that process has exited,
+Protocol, one connection per process on a Unix socket: the client sends one JSON line
+(``argv``, ``env``, ``cwd``, ``nofile``, ``fds``: the numbers the descriptors sent with
+the line take in the child, ``SCM_RIGHTS``; a worker is ``-m worker`` with its output
+files as descriptors 1 and 2); the server answers ``<pid>\\n`` and, once that process has exited,
 ``<exit code>\\n`` (``-N`` for a signal, as ``Popen``). The server ends when its standard
 input closes (the test process is gone).
 
@@ -86,34 +86,6 @@ PRELOAD = (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKER_MAIN = ROOT / "worker" / "__main__.py"
-
-
-def _run_worker(request: dict) -> int:
-    """In the forked child: become the worker ``request`` describes and run it."""
-    if request.get("nofile"):
-        limit = int(request["nofile"])
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
-    os.setsid()
-    os.chdir(request["cwd"])
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    for fd, path in ((1, request["out"]), (2, request["err"])):
-        opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(opened, fd)
-        os.close(opened)
-    os.close(null)
-    os.environ.clear()
-    os.environ.update(request["env"])
-    if os.environ.get("PYTHONUNBUFFERED"):  # as python -u builds it (the server's is buffered)
-        sys.stdout = io.TextIOWrapper(
-            io.FileIO(1, "w", closefd=False),
-            encoding=sys.stdout.encoding,
-            errors=sys.stdout.errors,
-            write_through=True,
-        )
-    sys.argv = [str(WORKER_MAIN)]
-    return _exit_code(lambda: runpy.run_module("worker", run_name="__main__", alter_sys=True))
 
 
 def _request(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -151,16 +123,20 @@ def _std_streams() -> None:
 
 def _run_program(request: dict, fds: list[int]) -> int:
     """In the forked child: become ``python ARGV`` (``-c CODE``, ``-m MODULE`` or a script)
-    with the descriptors sent, each at its target number, and run it."""
-    if request.get("setsid", True):
-        os.setsid()
+    with the descriptors sent, each at its target number, in a session of its own (and
+    with RLIMIT_NOFILE at ``nofile``, when given), and run it."""
+    os.setsid()
     os.chdir(request["cwd"])
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in fds]  # out of every target's way
+    above = max(request["fds"]) + 1  # each moved out of every target's way first
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, above) for fd in fds]
     for fd in fds:
         os.close(fd)
     for fd, target in zip(high, request["fds"], strict=True):
         os.dup2(fd, target)
         os.close(fd)
+    if request.get("nofile"):  # once the descriptors are in place (they may lie above it)
+        limit = int(request["nofile"])
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
     os.environ.clear()
     os.environ.update(request["env"])
     _std_streams()
@@ -269,9 +245,7 @@ def serve(path: str, lock: int) -> None:
                     conn.close()
                     for other in waiting.values():
                         other.close()
-                    os._exit(
-                        _run_program(request, fds) if "argv" in request else _run_worker(request)
-                    )
+                    os._exit(_run_program(request, fds))
                 for fd in fds:
                     os.close(fd)
                 waiting[pid] = conn
@@ -280,9 +254,10 @@ def serve(path: str, lock: int) -> None:
 
 
 class Forked:
-    """A worker forked by the server: the part of ``subprocess.Popen`` the tests use
+    """A process forked by the server: the part of ``subprocess.Popen`` the tests use
     (``pid``, ``poll``, ``wait``, ``returncode``, ``send_signal``, ``terminate``,
-    ``kill``). Its output is in the files it was given, never in pipes."""
+    ``kill``; ``stdin``/``stdout``/``stderr``, this process's end of a pipe it was given,
+    else None)."""
 
     stdin: Any = None
     stdout: Any = None
@@ -348,17 +323,18 @@ class _Client:
     path: str
 
     def spawn(self, env: dict[str, str], out: Path, err: Path, nofile: int | None) -> Forked:
-        request = {
-            "env": env,
-            "cwd": str(ROOT),
-            "out": str(out),
-            "err": str(err),
-            "nofile": nofile,
-        }
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(self.path)
-        conn.sendall(json.dumps(request).encode() + b"\n")
-        return Forked(conn, [sys.executable, "-m", "worker"])
+        """``python -m worker`` from the repository root, its output in ``out`` and
+        ``err``, standard input empty; ``nofile``: its RLIMIT_NOFILE, when given."""
+        with out.open("wb") as out_file, err.open("wb") as err_file:
+            return self.popen(
+                ["-m", "worker"],
+                env,
+                ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=out_file,
+                stderr=err_file,
+                nofile=nofile,
+            )
 
     def popen(
         self,
@@ -369,6 +345,7 @@ class _Client:
         stdout: Any = None,
         stderr: Any = None,
         pass_fds: tuple[int, ...] = (),
+        nofile: int | None = None,
     ) -> Forked:
         """``subprocess.Popen([python, *argv], start_new_session=True, ...)``, forked: the
         streams are ``None`` (this process's), ``PIPE``, ``DEVNULL``, ``STDOUT`` (stderr),
@@ -393,7 +370,13 @@ class _Client:
                 fd = spec if isinstance(spec, int) else spec.fileno()
             sent.append(fd)
         sent.extend(pass_fds)
-        request = {"argv": argv, "env": env, "cwd": str(cwd), "fds": [0, 1, 2, *pass_fds]}
+        request = {
+            "argv": argv,
+            "env": env,
+            "cwd": str(cwd),
+            "fds": [0, 1, 2, *pass_fds],
+            "nofile": nofile,
+        }
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect(self.path)

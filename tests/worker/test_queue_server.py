@@ -27,8 +27,6 @@ from tests.support.loopback_http import loopback_client
 from tests.support.queue_server import QueueServer
 from tests.support.zygote import fork_server
 
-REPO = Path(__file__).resolve().parents[2]
-PYTHON = REPO / ".venv" / "bin" / "python"
 TIMEOUT = 30.0  # generous: a worker process starts in well under a second here
 
 WORKER_SCRIPT = """
@@ -106,7 +104,6 @@ def start_worker(queue: QueueServer, mode: str, tmp: Path) -> Worker:
         **os.environ,
         **queue.env(),
         "TEST_WORKER_MODE": mode,
-        "PYTHONPATH": str(REPO),
         "PYTHONUNBUFFERED": "1",
     }
     with log.open("wb") as out:  # forked from the fork server; the SDK imported by the child

@@ -89,8 +89,9 @@ def _error_of(response: Any, deadline: float) -> HubError:
 @functools.cache
 def _tls(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
     """The TLS context of the hub clients of this process, per CA setting: the CA bundle
-    (certifi's, or SSL_CERT_FILE / SSL_CERT_DIR, as httpx reads them) costs ~21 ms of
-    CPU to load, once instead of per client."""
+    (certifi's, or SSL_CERT_FILE / SSL_CERT_DIR, which httpx reads from the environment;
+    the arguments are those two settings, as the cache's key) costs ~21 ms of CPU to
+    load, once instead of per client."""
     import httpx
 
     return httpx.create_ssl_context()

@@ -43,8 +43,8 @@ def run_cli(text: str) -> subprocess.CompletedProcess[str]:
 
 
 def run_main(text: str, monkeypatch, capsys) -> subprocess.CompletedProcess[str]:
-    """The CLI's ``main`` in this process (what ``python -m`` runs; the first bad input of
-    the table also goes through a real ``python -m`` to show the two agree)."""
+    """The CLI's ``main`` in this process (what ``python -m`` runs; a test shows the two
+    agree on a bad input)."""
     monkeypatch.setattr(sys, "stdin", io.StringIO(text))
     code = estimate_cli.main()
     out, err = capsys.readouterr()
@@ -79,13 +79,16 @@ def test_cli_prints_one_json_object() -> None:
 )
 def test_cli_rejects_bad_input_with_one_line(text: str, needle: str, monkeypatch, capsys) -> None:
     done = run_main(text, monkeypatch, capsys)
-    if text == "{not json":
-        started = run_cli(text)
-        assert (started.returncode, started.stdout, started.stderr) == (2, "", done.stderr)
     assert done.returncode == 2
     assert done.stdout == ""
     assert needle in done.stderr and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("estimate: ")
+
+
+def test_the_cli_started_answers_bad_input_as_its_main(monkeypatch, capsys) -> None:
+    in_process = run_main("{not json", monkeypatch, capsys)
+    started = run_cli("{not json")
+    assert (started.returncode, started.stdout, started.stderr) == (2, "", in_process.stderr)
 
 
 def test_alternatives_for_a_length_that_does_not_fit() -> None:
