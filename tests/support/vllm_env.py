@@ -166,8 +166,29 @@ def running_worker(
         yield proc
     finally:
         if proc.poll() is None:
+            if sys.exc_info()[0] is not None:  # the test failed with the worker running
+                print(worker_stacks(proc, log_dir), file=sys.stderr)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+def worker_stacks(proc: subprocess.Popen, log_dir: Path, wait_s: float = 5.0) -> str:
+    """The end of a running worker's log with every thread's stack (``kill -USR1``:
+    faulthandler writes them to its standard error), for a failed test's report."""
+    err = log_dir / "worker.err"
+    before = err.stat().st_size
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + wait_s
+    text, seen = "", ""
+    while time.monotonic() < deadline:
+        text = err.read_bytes()[before:].decode(errors="replace")
+        if "most recent call first" in text and text == seen:
+            break  # written, and no longer growing
+        seen = text
+        time.sleep(0.2)  # polling a file: faulthandler gives no other sign it is done
+    tail = err.read_bytes()[:before].decode(errors="replace").splitlines()[-40:]
+    return "\n".join(["worker log, last lines:", *tail, "worker stacks:", text])
 
 
 def events(log_dir: Path) -> list[dict]:
