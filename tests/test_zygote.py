@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -147,3 +148,15 @@ def test_a_forked_run_captures_as_subprocess_run(tmp_path):
     assert (done.returncode, done.stdout, done.stderr) == (0, "in-out\n", "err\n")
     with pytest.raises(subprocess.TimeoutExpired):
         zygote.fork_server().run(["-c", "import time; time.sleep(60)"], {}, timeout=0.2)
+
+
+def test_a_client_gone_mid_request_leaves_the_server_serving(tmp_path):
+    """A connection closed before its line ends, or a line that is not a request, is
+    dropped: the server goes on forking for everyone else (it serves every test process)."""
+    server = zygote.fork_server()
+    for partial in (b"", b'{"argv": ["-c"', b"not json\n"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(server.path)
+            conn.sendall(partial)
+    done = server.run(["-c", "print('still here')"], dict(os.environ), tmp_path)
+    assert (done.returncode, done.stdout) == (0, "still here\n")

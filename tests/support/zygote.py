@@ -25,7 +25,8 @@ Protocol, one connection per process on a Unix socket: the client sends one JSON
 (``argv``, ``env``, ``cwd``, ``nofile``, ``fds``: the numbers the descriptors sent with
 the line take in the child, ``SCM_RIGHTS``; a worker is ``-m worker`` with its output
 files as descriptors 1 and 2); the server answers ``<pid>\\n`` and, once that process has exited,
-``<exit code>\\n`` (``-N`` for a signal, as ``Popen``). The server ends when its standard
+``<exit code>\\n`` (``-N`` for a signal, as ``Popen``). A connection whose line does not come within
+``REQUEST_S``, or is not a request, is dropped. The server ends when its standard
 input closes (the test process is gone).
 
 Usage (by ``tests.support.vllm_env.start_worker``): ``python -m tests.support.zygote SOCKET
@@ -86,17 +87,25 @@ PRELOAD = (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+# A request's line comes right after its connection; one that does not come within this
+# is dropped, so that one stalled client cannot hold up every other process's start or exit.
+REQUEST_S = 10.0
 
 
 def _request(conn: socket.socket) -> tuple[dict, list[int]]:
     """A request's JSON line and the descriptors sent with it (``SCM_RIGHTS``)."""
     data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 16)
-    while not data.endswith(b"\n"):
-        more = conn.recv(1 << 16)
-        if not more:
-            raise OSError("a fork request ended before its end of line")
-        data += more
-    return json.loads(data), fds
+    try:
+        while not data.endswith(b"\n"):
+            more = conn.recv(1 << 16)
+            if not more:
+                raise OSError("a fork request ended before its end of line")
+            data += more
+        return json.loads(data), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 def _std_streams() -> None:
@@ -233,7 +242,13 @@ def serve(path: str, lock: int) -> None:
                         break
             else:
                 conn, _ = listener.accept()
-                request, fds = _request(conn)
+                conn.settimeout(REQUEST_S)
+                try:
+                    request, fds = _request(conn)
+                except (OSError, ValueError):  # a client gone mid-request: not the others' end
+                    conn.close()
+                    continue
+                conn.settimeout(None)
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
@@ -249,7 +264,8 @@ def serve(path: str, lock: int) -> None:
                 for fd in fds:
                     os.close(fd)
                 waiting[pid] = conn
-                conn.sendall(b"%d\n" % pid)
+                with contextlib.suppress(OSError):  # the client is gone: its exit is still reaped
+                    conn.sendall(b"%d\n" % pid)
         reap()
 
 
@@ -382,6 +398,9 @@ class _Client:
             conn.connect(self.path)
             socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], sent)
             forked = Forked(conn, [sys.executable, *argv])
+        except BaseException:
+            conn.close()  # now: the server must not wait on a request that never comes
+            raise
         finally:
             for fd in opened:
                 os.close(fd)
