@@ -192,6 +192,25 @@ def test_a_hub_status_is_judged_by_its_code(line, category):
     assert diagnosis.permanent is (category != "network")
 
 
+# huggingface_hub's "Repository Not Found for url" with each URL its versions print: the
+# answer names the repo the URL names.
+REPO_URLS = [
+    "https://huggingface.co/api/models/my-org/Qwen2.5-7B.v2/revision/main.",
+    "https://huggingface.co/my-org/Qwen2.5-7B.v2/resolve/main/config.json.",
+    "https://hf-mirror.com/my-org/Qwen2.5-7B.v2/resolve/abc123/tokenizer.json",
+]
+
+
+@pytest.mark.parametrize("url", REPO_URLS)
+def test_a_repository_not_found_names_the_repo_of_its_url(url):
+    diagnosis = verdict(
+        "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error.",
+        f"Repository Not Found for url: {url}",
+    )
+    assert (str(diagnosis.category), diagnosis.permanent) == ("model_not_found", True)
+    assert "The model my-org/Qwen2.5-7B.v2 was not found" in diagnosis.cause
+
+
 # transformers' AutoTokenizer, each of its wordings over 4.x and 5.x: the class the model
 # names is not in this transformers; the answer names it and both ways out.
 TOKENIZER_CLASS = [

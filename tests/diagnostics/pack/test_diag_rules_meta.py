@@ -3,6 +3,8 @@ that compete are kept apart by near-miss fixtures."""
 
 from __future__ import annotations
 
+import re
+import string
 from functools import cache
 
 import pytest
@@ -123,3 +125,20 @@ def test_near_miss(fixture, loser, winner):
     assert any(rx.search(line) for rx in PACK.by_id(loser).patterns for line in _normalized(path))
     with path.open("rb") as stream:
         assert classify_stream(stream, PACK).rule == winner
+
+
+_DOUBLED = re.compile(r"\b(\w+(?: \w+)?) \1\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("rule", PACK.rules, ids=[r.id for r in PACK.rules])
+def test_every_answer_reads_as_a_sentence_with_only_its_defaults(rule):
+    """A cause or fix whose captures are missing from the log is filled from the rule's
+    defaults: it must still read ("The model the model was not found" did not)."""
+    texts = [rule.cause, rule.fix]
+    if rule.transient_if is not None:
+        texts += [rule.transient_if.cause, rule.transient_if.fix]
+    for text in texts:
+        names = {name for _, name, _, _ in string.Formatter().parse(text) if name}
+        filled = " ".join(text.format(**{n: rule.defaults.get(n, f"<{n}>") for n in names}).split())
+        doubled = _DOUBLED.search(filled)
+        assert doubled is None, f"{rule.id}: {doubled.group(0)!r} in {filled!r}"
