@@ -50,6 +50,28 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # A kernel's C++ check of the device (TORCH_CHECK), printed without a traceback.
+    (
+        ["RuntimeError: cutlass_scaled_mm not implemented for current compute capability: 75"],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: No compiled cutlass_scaled_mm for a compute capability less than CUDA device capability: 75",
+        ],
+        "model_requirement",
+        True,
+    ),
+    # The container runtime refusing a host whose driver is older than the image needs:
+    # another host may have a newer one.
+    (
+        [
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, please update your driver to a newer version, or use an earlier cuda container: unknown.",
+        ],
+        "cuda_fault",
+        False,
+    ),
     (
         [
             "torch._inductor.exc.InductorError: RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler, which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA capability 6.0",
