@@ -140,6 +140,29 @@ def test_what_the_image_lacks_is_permanent(line):
     assert diagnosis.fix
 
 
+# The start's own program missing from the image, in the words of the shell, Python and
+# the container runtime: printed alone, no traceback, often the log's only line.
+START_PROGRAM = [
+    "/bin/sh: 1: vllm: not found",
+    "bash: vllm: command not found",
+    "bash: line 1: python3: command not found",
+    "/usr/bin/python3: No module named vllm",
+    "python3: can't open file '/app/serve.py': [Errno 2] No such file or directory",
+    "docker: Error response from daemon: failed to create task for container: OCI runtime "
+    'create failed: runc create failed: unable to start container process: exec: "vllm": '
+    "executable file not found in $PATH: unknown.",
+    "exec /usr/local/bin/start.sh: exec format error",
+]
+
+
+@pytest.mark.parametrize("line", START_PROGRAM)
+@pytest.mark.parametrize("before", [False, True], ids=["alone", "after-a-log-line"])
+def test_a_start_program_missing_from_the_image_is_permanent(line, before):
+    lines = (["INFO 05-01 10:00:00 Downloading the model"] if before else []) + [line]
+    diagnosis = classify_lines(lines)
+    assert (diagnosis.state, diagnosis.rule) == (State.FAILED_PERMANENT, "broken-environment")
+
+
 @pytest.mark.parametrize(("line", "category"), HOST)
 def test_what_another_host_or_minute_can_change_is_transient(line, category):
     diagnosis = verdict(line) if line != "Killed" else classify_lines([line])
