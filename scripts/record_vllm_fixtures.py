@@ -82,6 +82,7 @@ class Case:
     expect_exit: int | None = None
     notes: str = ""
     disk_kb: int | None = None  # HF_HOME on a tmpfs this small (needs root to mount)
+    read_only: bool = False  # that tmpfs mounted read-only
     # Stand in for the kernel's OOM killer: SIGKILL the process titled like this once
     # ``kill_after`` appears in the output (a real vLLM run; only the kill is ours).
     kill_title: str | None = None
@@ -326,6 +327,21 @@ CASES: tuple[Case, ...] = (
         "fails with ENOSPC. Not one of the failure categories (label other, "
         "transient: another host may have room; the crash-loop breaker stops repeats).",
     ),
+    Case(
+        "cache-read-only",
+        "other",
+        True,
+        r"Read-only file system",
+        pick="last",
+        model=HUB_OK,
+        hub="fake",
+        extra=LOW_MEMORY,
+        disk_kb=512,
+        read_only=True,
+        expect_exit=1,
+        notes="HF_HOME on a read-only tmpfs: the download cannot write the cache. Label "
+        "other, permanent: a restart with the same mount fails the same way.",
+    ),
 )
 
 
@@ -457,7 +473,8 @@ def run_case(case: Case, models: dict[str, Path], hub: HubServer, tmp: Path) -> 
     if case.disk_kb is not None:
         (home / "hf").mkdir()
         subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={case.disk_kb}k", "tmpfs", str(home / "hf")],
+            ["mount", "-t", "tmpfs", "-o", f"{'ro,' if case.read_only else ''}size={case.disk_kb}k"]
+            + ["tmpfs", str(home / "hf")],
             check=True,
         )
     model = str(models[case.model]) if case.hub == "local" else case.model

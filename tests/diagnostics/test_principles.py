@@ -103,6 +103,14 @@ IMAGE = [
     "hf_transfer`.",
     "RuntimeError: ECCPUConnector requires NIXL; install the `nixl` package or set a different "
     "ec_connector.",
+    # a kernel built at start-up that the image cannot build or link
+    "RuntimeError: Error building extension 'fused_moe'",
+    "/usr/bin/ld: cannot find -lcuda: No such file or directory",
+    "subprocess.CalledProcessError: Command '['/usr/bin/gcc', '/tmp/tmpx/main.c', '-O3', "
+    "'-shared', '-o', '/tmp/tmpx/cuda_utils.so', '-lcuda']' returned non-zero exit status 1.",
+    # a folder that must be written, on a read-only mount or not the container user's
+    "PermissionError: [Errno 13] Permission denied: '/root/.cache/huggingface/hub'",
+    "OSError: [Errno 30] Read-only file system: '/runpod-volume/huggingface-cache/hub'",
 ]
 HOST = [
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_fault"),
@@ -124,6 +132,12 @@ HOST = [
         "network",
     ),
     ("curl: (6) Could not resolve host: huggingface.co", "network"),
+    # the driver's libraries are the host's (mounted by the container runtime)
+    (
+        "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory",
+        "cuda_fault",
+    ),
+    ("OSError: [Errno 122] Disk quota exceeded: '/workspace/hub/x.incomplete'", "other"),
     (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
         "total capacity of 80.00 GiB of which 1.00 GiB is free. Including non-PyTorch memory, "
