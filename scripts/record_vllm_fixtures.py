@@ -472,10 +472,9 @@ def run_case(case: Case, models: dict[str, Path], hub: HubServer, tmp: Path) -> 
     home.mkdir()
     if case.disk_kb is not None:
         (home / "hf").mkdir()
+        options = f"{'ro,' if case.read_only else ''}size={case.disk_kb}k"
         subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"{'ro,' if case.read_only else ''}size={case.disk_kb}k"]
-            + ["tmpfs", str(home / "hf")],
-            check=True,
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(home / "hf")], check=True
         )
     model = str(models[case.model]) if case.hub == "local" else case.model
     port = free_port()

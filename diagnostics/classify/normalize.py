@@ -70,7 +70,8 @@ _PREFIXES = re.compile(
 
 _MAX_PREFIXES = 8
 # Exception messages printed without the exception line's shape, reshaped into it so the
-# rules read them: pydantic v1's "msg (type=value_error)" and vLLM 0.5's worker report.
+# rules read them: pydantic v1's "msg (type=value_error)", vLLM 0.5's worker report and an
+# exception logged as its repr, ValueError('msg').
 
 
 # Compiled on first use, as _ansi: few logs hold either.
@@ -82,6 +83,13 @@ def _pydantic_v1() -> re.Pattern[str]:
 @cache
 def _worker_report() -> re.Pattern[str]:
     return re.compile(r"Exception in worker \S+ while processing method \w+: (?P<msg>.+)$")
+
+
+@cache
+def _repr_exception() -> re.Pattern[str]:
+    return re.compile(
+        r"^(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))\((?P<q>['\"])(?P<msg>.*)(?P=q)\)$"
+    )
 
 
 def strip_ansi(line: str) -> str:
@@ -125,7 +133,11 @@ def reshape(text: str) -> str:
         return f"Value error, {found.group('msg')} [type=value_error]"
     if "while processing method" in text and (found := _worker_report().search(text)):
         return f"Exception: {found.group('msg').rstrip()}"
-    return text.rstrip()
+    text = text.rstrip()
+    # An exception logged as its repr (vLLM 0.6's engine: logger.error(repr(e))).
+    if text.endswith(("')", '")')) and (found := _repr_exception().match(text)):
+        return f"{found.group('exc')}: {found.group('msg')}"
+    return text
 
 
 # Terminal widths at which pasted output is commonly hard-wrapped.

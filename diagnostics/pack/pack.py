@@ -43,10 +43,13 @@ CHAIN_MARKERS = (
 )
 # Lines whose message normalize() reshapes into an exception line (pydantic v1's
 # "msg (type=value_error)", vLLM 0.5's "Exception in worker X while processing method
-# m: msg") and IPython's header naming the exception's class: always read.
+# m: msg", an exception logged as its repr) and IPython's header naming the exception's
+# class: always read.
 RESHAPED = (
     r"\(type=value_error(?:\.\w+)?\)\s*$",
     r"Exception in worker \S+ while processing method \w+: ",
+    r"[A-Z]\w*(?:Error|Exception)\('.*'\)\s*$",
+    r'[A-Z]\w*(?:Error|Exception)\(".*"\)\s*$',
 )
 HEADER_CLASS = r"^\s*(?:[\w.]+\.)?[A-Z]\w*\s{2,}Traceback \(most recent call last\)"
 # What a rule's finding says about a failed start, strongest first: a specific cause;

@@ -66,7 +66,14 @@ WRAPPERS = {
     ),
     "ray": lambda row, m: f"ray.exceptions.RayTaskError({_exception(row)}): {m}",
     "cli": lambda row, m: f"Error: {m}",
+    # vLLM 0.6's engine logs the exception as its repr
+    "repr": lambda row, m: f"ERROR 01-01 00:00:00 engine.py:157] {_exception(row)}({_quoted(m)})",
 }
+
+
+def _quoted(message: str) -> str:
+    quote = '"' if "'" in message else "'"
+    return f"{quote}{message}{quote}"
 
 
 def _decided_by_rule(lines: list[str]) -> bool:

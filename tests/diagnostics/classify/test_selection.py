@@ -155,6 +155,29 @@ def test_generic_structure_beats_a_consequence_printed_before_it():
     assert _both_paths(lines).rule == "broken-environment"
 
 
+# The socket's words without a hub around them, as torch's rendezvous, NCCL and Ray print
+# them while the start goes on: a specific cause in the failed start beats them.
+SOCKET_WORDS = [
+    "[W socket.cpp:601] [c10d] The client socket has failed to connect to "
+    "[::ffff:10.0.0.1]:29500 (errno: 110 - Connection timed out).",
+    "(RayWorkerWrapper pid=7) Connection reset by peer",
+    "[rank1]: socket.gaierror: [Errno -2] Name or service not known",
+]
+
+
+@pytest.mark.parametrize("words", SOCKET_WORDS)
+@pytest.mark.parametrize("cause", ["model_requirement", "gated_model", "compiler"])
+def test_a_specific_cause_beats_socket_words_printed_before_it(words, cause):
+    lines = [words, *FRAMES, CAUSES[cause]]
+    assert _both_paths(lines).rule == _alone(CAUSES[cause])
+
+
+@pytest.mark.parametrize("words", SOCKET_WORDS)
+def test_socket_words_alone_are_a_network_fault(words):
+    diagnosis = _both_paths([words])
+    assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
+
+
 def test_every_rule_has_a_kind_and_causes_share_a_rank():
     kinds = {rule.kind for rule in PACK.rules}
     assert kinds <= {"cause", "structure", "consequence", "shape"}
