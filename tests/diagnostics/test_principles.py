@@ -284,3 +284,14 @@ def test_a_tokenizer_class_transformers_lacks_is_a_model_requirement(line, frame
 def test_host_memory_exhausted_in_pythons_words_is_oom(line):
     diagnosis = verdict(line)
     assert (str(diagnosis.category), diagnosis.state) == ("oom", State.FAILED_PERMANENT)
+
+
+# The platform's report of a container the kernel killed for memory, without vLLM's
+# traceback: Kubernetes' status (alone or as kubectl describe prints it), exit 137.
+@pytest.mark.parametrize(
+    "line",
+    ["OOMKilled", "      Reason:       OOMKilled", "Container exited with status 137"],
+)
+def test_a_container_killed_for_memory_is_oom(line):
+    diagnosis = classify_lines(["INFO 01-01 00:00:00 [loader.py:1] Loading weights", line])
+    assert (str(diagnosis.category), diagnosis.state) == ("oom", State.FAILED_PERMANENT)

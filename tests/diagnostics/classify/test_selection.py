@@ -45,7 +45,13 @@ CONSEQUENCES = {
     "shell-job-killed": [
         "./start.sh: line 3:  1234 Killed    python -m vllm.entrypoints.openai.api_server"
     ],
+    "zsh-job-killed": ["zsh: killed     vllm serve org/model"],
     "ide-exit": ["Process finished with exit code 1"],
+    "container-exit": ["Container exited with status 1"],
+    "mq-engine-dead": [
+        "CRITICAL 01-01 00:00:01 [launcher.py:99] MQLLMEngine is already dead, terminating "
+        "server process"
+    ],
     "engine-core": [
         "RuntimeError: Engine core initialization failed. See root cause above. "
         "Failed core proc(s): {}"
