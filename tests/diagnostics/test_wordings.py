@@ -50,6 +50,24 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # A checkpoint that lacks a parameter the model needs (vLLM's default loader).
+    (
+        [
+            "ValueError: Following weights were not initialized from checkpoint: "
+            "{'model.layers.0.mlp.gate.weight'}",
+        ],
+        "model_requirement",
+        True,
+    ),
+    # torch.load on a truncated .bin checkpoint: a download cut short.
+    (
+        [
+            "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding "
+            "central directory",
+        ],
+        "network",
+        False,
+    ),
     # A kernel's C++ check of the device (TORCH_CHECK), printed without a traceback.
     (
         ["RuntimeError: cutlass_scaled_mm not implemented for current compute capability: 75"],
