@@ -165,7 +165,7 @@ def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
             "gpu-runtime-fault",
         ),
         # Plain socket errors while fetching the model are the network.
-        ("OSError: [Errno 101] Network is unreachable", "network-words"),
+        ("OSError: [Errno 101] Network is unreachable", "hub-unreachable"),
         (
             "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='cdn-lfs.hf.co', "
             "port=443): Read timed out. (read timeout=10)",

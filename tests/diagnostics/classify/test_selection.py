@@ -161,13 +161,21 @@ def test_generic_structure_beats_a_consequence_printed_before_it():
     assert _both_paths(lines).rule == "broken-environment"
 
 
-# The socket's words without a hub around them, as torch's rendezvous, NCCL and Ray print
-# them while the start goes on: a specific cause in the failed start beats them.
+# The socket's words in a log message, as torch's rendezvous, NCCL and Ray print them
+# while the start goes on: a specific cause in the failed start beats them.
 SOCKET_WORDS = [
     "[W socket.cpp:601] [c10d] The client socket has failed to connect to "
     "[::ffff:10.0.0.1]:29500 (errno: 110 - Connection timed out).",
     "(RayWorkerWrapper pid=7) Connection reset by peer",
-    "[rank1]: socket.gaierror: [Errno -2] Name or service not known",
+    "[rank1]:[W init.cpp:1] NCCL socket: Name or service not known, retrying",
+]
+# The same words raised: a network failure, which a wrapper raised from it (vLLM 0.8+'s
+# "Invalid repository ID or local directory specified" for any failed lookup) does not
+# turn into a missing model.
+RAISED_SOCKET_WORDS = [
+    "OSError: [Errno 101] Network is unreachable",
+    "socket.timeout: The read operation timed out",
+    "socket.gaierror: [Errno -3] Temporary failure in name resolution",
 ]
 
 
@@ -178,7 +186,22 @@ def test_a_specific_cause_beats_socket_words_printed_before_it(words, cause):
     assert _both_paths(lines).rule == _alone(CAUSES[cause])
 
 
-@pytest.mark.parametrize("words", SOCKET_WORDS)
+@pytest.mark.parametrize("words", RAISED_SOCKET_WORDS)
+def test_socket_words_raised_are_the_origin_a_lookup_wrapper_does_not_hide(words):
+    lines = [
+        *FRAMES,
+        words,
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        *FRAMES,
+        "ValueError: Invalid repository ID or local directory specified: 'org/model'.",
+    ]
+    diagnosis = _both_paths(lines)
+    assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
+
+
+@pytest.mark.parametrize("words", SOCKET_WORDS + RAISED_SOCKET_WORDS)
 def test_socket_words_alone_are_a_network_fault(words):
     diagnosis = _both_paths([words])
     assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
