@@ -290,7 +290,12 @@ def test_host_memory_exhausted_in_pythons_words_is_oom(line):
 # traceback: Kubernetes' status (alone or as kubectl describe prints it), exit 137.
 @pytest.mark.parametrize(
     "line",
-    ["OOMKilled", "      Reason:       OOMKilled", "Container exited with status 137"],
+    [
+        "OOMKilled",
+        "      Reason:       OOMKilled",
+        "Container exited with status 137",
+        "vllm.service: Failed with result 'oom-kill'.",
+    ],
 )
 def test_a_container_killed_for_memory_is_oom(line):
     diagnosis = classify_lines(["INFO 01-01 00:00:00 [loader.py:1] Loading weights", line])

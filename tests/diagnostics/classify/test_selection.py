@@ -48,6 +48,13 @@ CONSEQUENCES = {
     "zsh-job-killed": ["zsh: killed     vllm serve org/model"],
     "ide-exit": ["Process finished with exit code 1"],
     "container-exit": ["Container exited with status 1"],
+    "kubelet-backoff": [
+        "  Warning  BackOff  2m (x5 over 4m)  kubelet  Back-off restarting failed container "
+        "vllm in pod vllm-0_default(abc)"
+    ],
+    "systemd-result": ["vllm.service: Failed with result 'exit-code'."],
+    "supervisord": ["2024-01-01 10:00:00,000 INFO exited: vllm (exit status 1; not expected)"],
+    "wrapper-timeout": ["ERROR: vLLM server failed to start within 600 seconds"],
     "mq-engine-dead": [
         "CRITICAL 01-01 00:00:01 [launcher.py:99] MQLLMEngine is already dead, terminating "
         "server process"
