@@ -332,7 +332,6 @@ CASES: tuple[Case, ...] = (
         "other",
         True,
         r"Read-only file system",
-        pick="last",
         model=HUB_OK,
         hub="fake",
         extra=LOW_MEMORY,
