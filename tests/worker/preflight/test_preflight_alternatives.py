@@ -16,7 +16,7 @@ from tests.support.model_configs import LLAMA_8B, LLAMA_70B
 from tests.support.packs import shipped_pack
 from tests.support.vllm_env import ROOT
 from worker.modelinfo.facts import ModelFacts
-from worker.preflight import run
+from worker.preflight import disk, run
 from worker.seams.gpus import GIB, Gpu, HostMemory, Inventory
 
 PACK = shipped_pack()
@@ -95,6 +95,8 @@ def test_a_fit_stays_silent_and_other_rules_get_no_sentence(monkeypatch):
     facts = ModelFacts("hub", LLAMA_8B, {"model.safetensors": 16_060_000_000},
                        {"BF16": 8_030_000_000})  # fmt: skip
     monkeypatch.setattr(run, "read_facts", lambda *_a, **_k: facts)
+    # The fit is under test, not this machine's disk (16 GB of weights to download).
+    monkeypatch.setattr(disk, "free_bytes", lambda _path: 1024 * GIB)
     settings = SimpleNamespace(model="org/m", vllm_args=["--model", "org/m",
                                                           "--max-model-len", "8192"])  # fmt: skip
     ok = run.run_preflight(settings, {"HF_HUB_OFFLINE": "1"}, pack=PACK, timeout=5,
