@@ -29,15 +29,8 @@ from diagnostics.classify.normalize import (
     wrapped_at_width,
 )
 from diagnostics.classify.progress import Progress
-from diagnostics.classify.verdict import (
-    ends_in_traceback,
-    judged_by_origin,
-    last_evidence,
-    line_evidence,
-    no_rule_matched,
-    render_hit,
-    render_rule,
-)
+from diagnostics.classify.unmatched import unmatched
+from diagnostics.classify.verdict import render_hit, render_rule
 from diagnostics.classify.wrapping import Wrapped, carry, continues
 from diagnostics.model import Diagnosis, State
 from diagnostics.pack.rules import PHASES, Pattern, Rule, RulePack, load_pack
@@ -111,8 +104,12 @@ class Classifier:
         # Fast path: a pattern that matches the normalised text also matches the raw
         # line (normalising only strips prefixes), unless colour codes or carriage
         # returns sit inside it. Most lines hit nothing and end here.
-        if "\x1b" not in line and "\r" not in line and not _hit_ids(self.pack, line):
+        plain = "\x1b" not in line and "\r" not in line
+        raw = _hit_ids(self.pack, line if plain else clean_raw(line))
+        if plain and not raw:
             return None
+        if raw & self.pack.error_ids:  # the level is read on the raw line: normalising strips it
+            self._progress.error_level(self.lines)
         text = normalize(line)
         ids = _hit_ids(self.pack, text)
         if not ids:
@@ -129,7 +126,7 @@ class Classifier:
                 self._findings.consider(rule, clean, text, self.lines, self._progress, 0, self.fed)
             elif pattern.kind == "header_class" and (cls := text.split(None, 1)[0]):
                 _read_class(self, cls.rsplit(".", 1)[-1], clean)
-            elif pattern.kind not in ("phase", "rule", "reshaped"):
+            elif pattern.kind not in ("phase", "rule", "reshaped", "error_level"):
                 self._progress.saw(pattern, text, self.lines)
         return changed
 
@@ -198,15 +195,9 @@ class Classifier:
             return render_hit(findings.best, context, self.pack.provenance, self.redact, may)
         if findings.late is not None and (exited or exit_code is not None):
             return render_hit(findings.late, context, None, self.redact, may)
-        if progress.traceback is not None and not (exited or exit_code is not None):
-            evidence = line_evidence(self.recent, progress.traceback, self.redact)
-            origin, redactor = progress.origin, self.redact
-            by_origin = judged_by_origin(self.pack.provenance, origin, evidence, redactor=redactor)
-            return by_origin or ends_in_traceback(evidence)
-        if exited or exit_code is not None:
-            evidence = last_evidence(self.recent, self.redact)
-            return no_rule_matched(evidence, exit_code, self.phase)
-        return Diagnosis(state=self.phase)
+        gone, provenance = exited or exit_code is not None, self.pack.provenance
+        verdict = unmatched(progress, self.recent, provenance, self.redact, gone, exit_code)
+        return verdict if verdict is not None else Diagnosis(state=self.phase)
 
     def _phase_marker(self, pattern: Pattern, groups: Mapping[str, str | None]) -> State | None:
         self._progress.context.update({k: v for k, v in groups.items() if v})

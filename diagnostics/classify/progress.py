@@ -39,6 +39,7 @@ class Progress:
         self.phase = State.STARTING
         self.stopping = False
         self.traceback: int | None = None  # line of a traceback start after the last ready
+        self.error: int | None = None  # line of the first ERROR-level line since a phase
         self.frames: set[int] = set()  # rules whose traceback frames were seen
         self.after: set[int] = set()  # rules whose `after` markers were seen
         self.context: dict[str, str] = {}  # named captures of phase markers (the version)
@@ -74,6 +75,12 @@ class Progress:
         elif pattern.kind == "after":
             self.after.add(pattern.owner)
 
+    def error_level(self, lineno: int) -> None:
+        """A line logged at level ERROR (or CRITICAL): the first since the last phase
+        marker counts, while a start is under way."""
+        if self.error is None and not self.stopping and self.phase is not State.READY:
+            self.error = lineno
+
     def frame(self, text: str) -> None:
         """The innermost frame of a project seen so far in this traceback."""
         found = _FRAME.match(text)
@@ -100,6 +107,7 @@ class Progress:
         if state is State.STARTING and self.phase is not State.READY:
             return None  # the start under way announcing itself: nothing changes
         self.traceback = None  # the start went on after any traceback seen so far
+        self.error = None  # and after any error it logged
         if state is State.READY:
             # Nothing seen before bears on what follows (diagnose reads a log from its
             # last ready marker on): traceback frames and `after` markers are forgotten.

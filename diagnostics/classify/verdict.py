@@ -1,6 +1,6 @@
-"""Rendering a verdict: a rule's messages with the values captured for them, the
-verdicts given when no rule matched, evidence taken from the recent lines, and the
-verdict by provenance.
+"""Rendering a verdict: a rule's messages with the values captured for them, and the
+verdict by provenance (the verdicts of a log no rule reads are in
+:mod:`diagnostics.classify.unmatched`).
 
 Judging by provenance: an exception no specific rule names (its message unknown, cut
 or missing) is judged by where it was raised and by its type.
@@ -21,11 +21,10 @@ the network). Only verdicts of a generic-structure rule that calls the failure
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Container, Mapping, Reversible
+from collections.abc import Callable, Container, Mapping
 from functools import cache
 
 from diagnostics.classify.findings import Hit, captures, joined
-from diagnostics.classify.normalize import clean_raw
 from diagnostics.classify.progress import Origin
 from diagnostics.model import Category, Diagnosis, Evidence, State
 from diagnostics.pack.catalogue import load_catalogue
@@ -154,54 +153,6 @@ _RESTART = {
     (True, False): " Where the log stops is not known to be where the error was raised, so "
     "a restart may help; if it fails the same way, do this.",
 }
-
-
-def ends_in_traceback(evidence: Evidence | None) -> Diagnosis:
-    """A paste that stops inside (or right after) a traceback: no exception line was
-    seen, and no ready marker followed. A failure, not a start under way."""
-    return Diagnosis(
-        state=State.FAILED_TRANSIENT,
-        category=Category.OTHER,
-        rule="log-ends-in-traceback",
-        evidence=evidence,
-        cause="The log ends inside a Python traceback, before vLLM exited and "
-        "before the exception that ended it was printed.",
-        fix="The end of vLLM's output is attached; the full output (the lines after "
-        "the traceback) names the cause. A restart may help.",
-    )
-
-
-def no_rule_matched(evidence: Evidence | None, exit_code: int | None, phase: State) -> Diagnosis:
-    """vLLM exited and its output matches no rule."""
-    how = f"with code {exit_code}" if exit_code is not None else ""
-    where = "after it was ready" if phase is State.READY else f"while {phase}"
-    return Diagnosis(
-        state=State.FAILED_TRANSIENT,
-        category=Category.OTHER,
-        rule="no-rule-matched",
-        evidence=evidence,
-        cause=f"vLLM exited {how} {where}; its output matches no known failure.".replace("  ", " "),
-        fix="The end of vLLM's output is attached; a restart may help. If it fails the "
-        "same way again, check the configuration named in that output.",
-    )
-
-
-def line_evidence(
-    recent: Reversible[tuple[int, str]], lineno: int, redactor: Redactor
-) -> Evidence | None:
-    """Line ``lineno`` of the recent lines, else the last non-blank one."""
-    for line, text in recent:
-        if line == lineno:
-            return Evidence(line, redactor(clean_raw(text)))
-    return last_evidence(recent, redactor)
-
-
-def last_evidence(recent: Reversible[tuple[int, str]], redactor: Redactor) -> Evidence | None:
-    """The last non-blank line of the recent lines."""
-    for line, text in reversed(recent):
-        if text.strip():
-            return Evidence(line, redactor(clean_raw(text)))
-    return None
 
 
 # Compiled on first use (a generic verdict's): most runs never read them.

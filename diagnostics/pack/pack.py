@@ -52,6 +52,19 @@ RESHAPED = (
     r'[A-Z]\w*(?:Error|Exception)\(".*"\)\s*$',
 )
 HEADER_CLASS = r"^\s*(?:[\w.]+\.)?[A-Z]\w*\s{2,}Traceback \(most recent call last\)"
+# A line logged at level ERROR or CRITICAL, in the formats vLLM's output takes: vLLM's
+# logger (under any process prefix), uvicorn's, Python logging's defaults and the common
+# configured ones. Read on the raw line (normalising strips the level); a log that ends
+# after one, before ready and with nothing else to read, is a failed start whose cause
+# was not recognised (see diagnostics.classify.verdict.ends_after_error).
+ERROR_LEVEL = (
+    r"(?:^|[\s|:)\]])(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d",
+    r"(?:^|[\s|:)\]])ERROR:\s{2,}\S",
+    r"(?:^|\s)(?:ERROR|CRITICAL):[\w.]+:",
+    r" - (?:ERROR|CRITICAL) - ",
+    r"\[(?:ERROR|CRITICAL)\]",
+    r" \| (?:ERROR|CRITICAL) +\| ",
+)
 # What a rule's finding says about a failed start, strongest first: a specific cause;
 # generic structure (an exception family, judged by its frames or wording); a
 # consequence or wrapper printed after the cause (Killed, engine core failed, a worker
@@ -94,7 +107,7 @@ class Pattern(NamedTuple):
     """One entry of the Hyperscan database and what it stands for."""
 
     # "rule" | "phase" | "frame" | "after" | "traceback" | "traceback_body" | "chain" |
-    # "reshaped" | "header_class"
+    # "reshaped" | "header_class" | "error_level"
     kind: str
     owner: int  # index into rules / phases; unused for "traceback"
     regex: Regex
@@ -138,6 +151,8 @@ class RulePack:
         self.patterns += [Pattern("chain", end, builtin(rx)) for rx in CHAIN_MARKERS]
         self.patterns += [Pattern("reshaped", end, builtin(rx)) for rx in RESHAPED]
         self.patterns.append(Pattern("header_class", end, builtin(HEADER_CLASS)))
+        self.error_ids = frozenset(range(len(self.patterns), len(self.patterns) + len(ERROR_LEVEL)))
+        self.patterns += [Pattern("error_level", end, builtin(rx)) for rx in ERROR_LEVEL]
         try:
             # Which patterns hit a line, once each (the classifier). Blocks are scanned
             # with databases derived from the same patterns (diagnostics.scanning.fastpath).

@@ -130,6 +130,8 @@ def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[in
             keep = traceback_rules or structure
         elif pattern.kind in ("traceback_body", "chain"):
             keep = structure
+        elif pattern.kind == "error_level":
+            keep = False  # read only while no failure matched (a shape-only verdict)
         elif pattern.kind in ("reshaped", "header_class"):
             keep = bool(better)  # read as an exception line: any rule may match it
         else:  # rule, frame, after: owned by a rule

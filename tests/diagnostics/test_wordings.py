@@ -45,6 +45,30 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # The end of vLLM 0.8's "Invalid repository ID or local directory specified" alone.
+    (
+        [
+            "Please verify the following requirements:",
+            "1. Provide a valid Hugging Face repository ID.",
+            "2. Specify a local directory that contains a recognized configuration file.",
+            "   - For Hugging Face models: ensure the presence of a 'config.json'.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    # What is left for the KV cache, as the log states it before the error (a paste may
+    # stop there): vLLM 0.6.4 on names the device in the block count; V1 logs the memory.
+    (
+        ["INFO 11-02 10:00:00 executor_base.py:83] # cuda blocks: 0, # CPU blocks: 2048"],
+        "kv_cache",
+        True,
+    ),
+    (
+        ["INFO 05-01 10:00:00 [gpu_worker.py:227] Available KV cache memory: -2.41 GiB"],
+        "kv_cache",
+        True,
+    ),
+    (["INFO 05-01 10:00:00 [kv_cache_utils.py:716] GPU KV cache size: 0 tokens"], "kv_cache", True),
     (
         ["RuntimeError: GPUs with compute capability below 7.0 are not supported."],
         "model_requirement",

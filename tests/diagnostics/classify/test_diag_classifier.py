@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from diagnostics import Classifier, State
+from diagnostics import Classifier, State, classify_lines
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import labelled
 from tests.support.packs import shipped_pack
@@ -348,3 +348,56 @@ def test_a_ready_line_at_the_width_does_not_drop_the_failure_after_it():
         "ERROR:    [Errno 98] error while attempting to bind on address: address in use"
     )
     assert classifier.diagnosis().rule == "port-in-use"
+
+
+# An error vLLM (or its server) logged whose message no rule reads, in each format the
+# ERROR_LEVEL patterns name (diagnostics/pack/pack.py), under a process prefix or not.
+ERROR_LINES = {
+    "vllm": "ERROR 05-14 10:22:40 engine.py:160] Frobnicator exploded while warming",
+    "vllm v1": "(EngineCore_DP0 pid=77) ERROR 06-01 10:00:00 [core.py:390] Frobnicator exploded",
+    "compose": "vllm-1  | CRITICAL 06-01 10:00:00 [core.py:390] Frobnicator exploded",
+    "ansi": "\x1b[1;31mERROR\x1b[0m 06-01 10:00:00 [core.py:390] Frobnicator exploded",
+    "uvicorn": "ERROR:    Frobnicator exploded",
+    "root logger": "ERROR:root:Frobnicator exploded",
+    "logging format": "2024-05-01 12:00:00,123 - vllm.engine - ERROR - Frobnicator exploded",
+    "bracketed": "[2024-05-01 12:00:00] [ERROR] Frobnicator exploded",
+}
+LOADING = "INFO 05-14 10:22:31 [loader.py:20] Loading weights took 1.00 GiB"
+STARTUP = "INFO 05-14 10:22:31 [api_server.py:1] vLLM API server version 0.6.3"
+
+
+@pytest.mark.parametrize("error", ERROR_LINES.values(), ids=ERROR_LINES.keys())
+def test_a_log_that_ends_after_an_unknown_error_is_a_failed_start(error):
+    """Not "still starting": the last thing the start did was log an error."""
+    lines = [STARTUP, LOADING, error]
+    for diagnosis in (classify_lines(lines, PACK), _stream(lines)):
+        assert diagnosis.state is State.FAILED_TRANSIENT, diagnosis
+        assert diagnosis.rule == "log-ends-after-error"
+        assert diagnosis.evidence is not None and diagnosis.evidence.line == 3
+
+
+def test_an_error_the_start_went_on_from_is_forgotten():
+    """A phase marker after the error line: the start went on, so it is under way; after a
+    ready marker the log is ready; an error after a requested shutdown is not a failed
+    start; a specific rule's finding decides over the error line."""
+    error = ERROR_LINES["vllm"]
+    ready = "INFO:     Application startup complete."
+    assert _stream([STARTUP, error, LOADING]).state is State.LOADING
+    assert _stream([STARTUP, LOADING, ready, error]).state is State.READY
+    shutdown = "INFO 05-14 10:30:00 [api_server.py:9] Received SIGTERM, shutting down."
+    assert not _stream([STARTUP, LOADING, shutdown, error]).failed
+    known = "ERROR 05-14 10:22:41 [core.py:1] ValueError: No available memory for the cache blocks."
+    assert _stream([STARTUP, error, known]).rule == "kv-cache-no-memory"
+
+
+def test_info_and_warning_lines_alone_leave_a_start_under_way():
+    lines = [
+        STARTUP,
+        "WARNING 05-14 10:22:35 [config.py:1] Casting torch.bfloat16 to float16.",
+        LOADING,
+    ]
+    assert _stream(lines).state is State.LOADING
+
+
+def _stream(lines: list[str]):
+    return classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)

@@ -1,0 +1,100 @@
+"""The verdicts of a failed start no rule reads, from the shape of its log: it ends inside
+a traceback (judged by where it was raised when the frames say), it ends after an error
+logged at level ERROR, or vLLM exited; and the evidence lines they quote."""
+
+from __future__ import annotations
+
+from collections.abc import Reversible
+
+from diagnostics.classify.normalize import clean_raw
+from diagnostics.classify.progress import Progress
+from diagnostics.classify.verdict import judged_by_origin
+from diagnostics.model import Category, Diagnosis, Evidence, State
+from diagnostics.pack.evidence import Provenance
+from diagnostics.redaction.redact import Redactor
+
+
+def unmatched(
+    progress: Progress,
+    recent: Reversible[tuple[int, str]],
+    provenance: Provenance,
+    redactor: Redactor,
+    exited: bool,
+    exit_code: int | None,
+) -> Diagnosis | None:
+    """The verdict when no rule's finding stands: a log that ends in a traceback or after
+    an error line (while vLLM runs, or the log ends), or vLLM exited; None: a start
+    under way."""
+    if exited:
+        return no_rule_matched(last_evidence(recent, redactor), exit_code, progress.phase)
+    if progress.traceback is not None:
+        evidence = line_evidence(recent, progress.traceback, redactor)
+        by_origin = judged_by_origin(provenance, progress.origin, evidence, redactor=redactor)
+        return by_origin or ends_in_traceback(evidence)
+    if progress.error is not None:
+        return ends_after_error(line_evidence(recent, progress.error, redactor))
+    return None
+
+
+def ends_in_traceback(evidence: Evidence | None) -> Diagnosis:
+    """A paste that stops inside (or right after) a traceback: no exception line was
+    seen, and no ready marker followed. A failure, not a start under way."""
+    return Diagnosis(
+        state=State.FAILED_TRANSIENT,
+        category=Category.OTHER,
+        rule="log-ends-in-traceback",
+        evidence=evidence,
+        cause="The log ends inside a Python traceback, before vLLM exited and "
+        "before the exception that ended it was printed.",
+        fix="The end of vLLM's output is attached; the full output (the lines after "
+        "the traceback) names the cause. A restart may help.",
+    )
+
+
+def ends_after_error(evidence: Evidence | None) -> Diagnosis:
+    """A log that ends after vLLM (or its server) logged an error no rule names, before a
+    ready marker and with no progress after it: a failure, not a start under way."""
+    return Diagnosis(
+        state=State.FAILED_TRANSIENT,
+        category=Category.OTHER,
+        rule="log-ends-after-error",
+        evidence=evidence,
+        cause="The log ends after an error that matches no known cause, before vLLM was "
+        "ready and with no progress after it.",
+        fix="The evidence line is the error; the lines after it in the full output name "
+        "the cause. A restart may help; if it fails the same way, change what the error "
+        "names.",
+    )
+
+
+def no_rule_matched(evidence: Evidence | None, exit_code: int | None, phase: State) -> Diagnosis:
+    """vLLM exited and its output matches no rule."""
+    how = f"with code {exit_code}" if exit_code is not None else ""
+    where = "after it was ready" if phase is State.READY else f"while {phase}"
+    return Diagnosis(
+        state=State.FAILED_TRANSIENT,
+        category=Category.OTHER,
+        rule="no-rule-matched",
+        evidence=evidence,
+        cause=f"vLLM exited {how} {where}; its output matches no known failure.".replace("  ", " "),
+        fix="The end of vLLM's output is attached; a restart may help. If it fails the "
+        "same way again, check the configuration named in that output.",
+    )
+
+
+def line_evidence(
+    recent: Reversible[tuple[int, str]], lineno: int, redactor: Redactor
+) -> Evidence | None:
+    """Line ``lineno`` of the recent lines, else the last non-blank one."""
+    for line, text in recent:
+        if line == lineno:
+            return Evidence(line, redactor(clean_raw(text)))
+    return last_evidence(recent, redactor)
+
+
+def last_evidence(recent: Reversible[tuple[int, str]], redactor: Redactor) -> Evidence | None:
+    """The last non-blank line of the recent lines."""
+    for line, text in reversed(recent):
+        if text.strip():
+            return Evidence(line, redactor(clean_raw(text)))
+    return None
