@@ -109,6 +109,8 @@ def judged_by_catalogue(
     deterministic = cls in provenance.deterministic and provenance.raised_by_own_code(entry.file)
     permanent = category not in _HOST and (entry.permanent or deterministic)
     detail = (captured.get("detail") or hit.text).strip()
+    if detail.startswith(f"{cls}: "):  # the whole exception line: its class is named above
+        detail = detail[len(cls) + 2 :]
     how = "" if found.whole else " (the log shows its beginning)"
     cause = (
         f"{cls} raised in {entry.file} ({entry.function or 'module'}), a {category} check"

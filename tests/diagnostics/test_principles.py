@@ -28,6 +28,9 @@ CHOSEN_VALUE = [
     "ValueError: load_format 'pt' is not supported by the gguf quantization.",
     "NotImplementedError: Unknown load format: tensorizerx",
     "ValueError: Unsupported attention backend FLASHY; valid values are FLASH_ATTN, XFORMERS",
+    # the dtype chosen for a quantization method (catalogued: assign.yaml)
+    "ValueError: torch.bfloat16 is not supported for quantization method awq. Supported "
+    "dtypes: [torch.float16]",
 ]
 
 
