@@ -401,3 +401,15 @@ def test_info_and_warning_lines_alone_leave_a_start_under_way():
 
 def _stream(lines: list[str]):
     return classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+
+
+def test_offline_llm_progress_over_the_prompts_is_ready():
+    """Offline LLM() prints no server line: its progress bar over the prompts shows the
+    engine up (a notebook's paste of a start that worked)."""
+    lines = [
+        STARTUP,
+        LOADING,
+        "INFO 10-22 14:03:00 model_runner.py:1523] Graph capturing finished in 17 secs.",
+        "Processed prompts: 100%|██████████| 2/2 [00:01<00:00,  1.63it/s, est. speed input: 13.05 toks/s]",
+    ]
+    assert _stream(lines).state is State.READY
