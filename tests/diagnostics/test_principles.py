@@ -31,6 +31,10 @@ CHOSEN_VALUE = [
     # the dtype chosen for a quantization method (catalogued: assign.yaml)
     "ValueError: torch.bfloat16 is not supported for quantization method awq. Supported "
     "dtypes: [torch.float16]",
+    # a KV-cache dtype named by its value
+    "ValueError: fp8_e5m2 kv-cache is not supported with fp8 checkpoints.",
+    "ValueError: nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) "
+    "backends. Please use a different --kv-cache-dtype (e.g., 'fp8' or 'auto').",
 ]
 
 
@@ -114,6 +118,8 @@ IMAGE = [
     # a folder that must be written, on a read-only mount or not the container user's
     "PermissionError: [Errno 13] Permission denied: '/root/.cache/huggingface/hub'",
     "OSError: [Errno 30] Read-only file system: '/runpod-volume/huggingface-cache/hub'",
+    # vLLM's compiled ops missing (its extension built for another torch or platform)
+    "AttributeError: '_OpNamespace' '_C' object has no attribute 'rms_norm'",
 ]
 HOST = [
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_fault"),
@@ -151,9 +157,14 @@ HOST = [
 
 
 @pytest.mark.parametrize("line", IMAGE)
-def test_what_the_image_lacks_is_permanent(line):
-    diagnosis = verdict(line)
-    assert diagnosis.state is State.FAILED_PERMANENT, diagnosis
+@pytest.mark.parametrize("deep", [False, True], ids=["engine", "model-code"])
+def test_what_the_image_lacks_is_permanent(line, deep):
+    """Also when raised through a model's code: the wording names what the image lacks,
+    before the model-code family reads the line."""
+    diagnosis = verdict(*([MODEL_CODE] if deep else []), line)
+    assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_PERMANENT, "other"), (
+        diagnosis
+    )
     assert diagnosis.fix
 
 
