@@ -31,6 +31,8 @@ CHOSEN_VALUE = [
     # the dtype chosen for a quantization method (catalogued: assign.yaml)
     "ValueError: torch.bfloat16 is not supported for quantization method awq. Supported "
     "dtypes: [torch.float16]",
+    "ValueError: BitsAndBytes quantization and QLoRA adapter only support 'bitsandbytes' "
+    "load format, but got auto",
     # a KV-cache dtype named by its value
     "ValueError: fp8_e5m2 kv-cache is not supported with fp8 checkpoints.",
     "ValueError: nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) "
@@ -147,6 +149,8 @@ HOST = [
         "cuda_fault",
     ),
     ("OSError: [Errno 122] Disk quota exceeded: '/workspace/hub/x.incomplete'", "other"),
+    # other accelerators' runtimes (a Gaudi whose devices another job holds)
+    ("RuntimeError: synStatus=8 [Device not found] Device acquire failed.", "cuda_fault"),
     (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
         "total capacity of 80.00 GiB of which 1.00 GiB is free. Including non-PyTorch memory, "

@@ -413,3 +413,14 @@ def test_offline_llm_progress_over_the_prompts_is_ready():
         "Processed prompts: 100%|██████████| 2/2 [00:01<00:00,  1.63it/s, est. speed input: 13.05 toks/s]",
     ]
     assert _stream(lines).state is State.READY
+
+
+def test_a_platform_warning_a_working_start_prints_is_not_its_cause():
+    """vLLM warns "Pin memory is not supported on HPU" (and on WSL, XPU, CPU) on starts
+    that work: a requirement only when raised."""
+    warning = "WARNING 12-04 09:13:31 utils.py:736] Pin memory is not supported on HPU."
+    assert _stream([STARTUP, warning, LOADING]).state is State.LOADING
+    fault = "RuntimeError: synStatus=8 [Device not found] Device acquire failed."
+    assert str(_stream([STARTUP, warning, fault]).category) == "cuda_fault"
+    raised = "ValueError: Quantization is not supported on CPU."
+    assert str(_stream([STARTUP, raised]).category) == "model_requirement"
