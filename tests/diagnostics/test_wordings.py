@@ -56,6 +56,20 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_not_found",
         True,
     ),
+    # A requirement stated as "not supported yet"; a checkpoint's bits a quantization
+    # method cannot run (the checkpoint, not a chosen value).
+    (
+        ["ValueError: GGUF model with architecture deepseek2 is not supported yet."],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: Currently, only 4-bit weight quantization is supported for AWQ, but got 8 bits."
+        ],
+        "model_requirement",
+        True,
+    ),
     # What is left for the KV cache, as the log states it before the error (a paste may
     # stop there): vLLM 0.6.4 on names the device in the block count; V1 logs the memory.
     (

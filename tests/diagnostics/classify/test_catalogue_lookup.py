@@ -146,8 +146,9 @@ def test_a_sample_inside_each_wrapper_cut_at_80_columns_is_read(wrapper, prefix)
     falls anywhere: after a space (kept: the parts are joined as printed), inside the
     wrapper's head (its first part alone reads as a bare exception line). Known limits,
     left out: a message with a character beyond ASCII (the block scanner measures a
-    line's width in bytes), and a part that begins with a number and a colon (read as a
-    pasted line number, which the normaliser removes)."""
+    line's width in bytes), a part that begins with a number and a colon (read as a
+    pasted line number, which the normaliser removes) or with ">" (read as a Markdown
+    quote marker, removed too)."""
     form = WRAPPERS[wrapper]
     wrong, wrapped = [], 0
     for row in ROWS[::9]:
@@ -155,7 +156,7 @@ def test_a_sample_inside_each_wrapper_cut_at_80_columns_is_read(wrapper, prefix)
         parts = [text[i : i + 80] for i in range(0, len(text), 80)]
         if not 1 < len(parts) <= MAX_WRAPPED_PARTS or not text.isascii():
             continue
-        if any(re.match(r"\s*\d+: ", part) for part in parts[1:]):
+        if any(re.match(r"\s*\d+: |>", part) for part in parts[1:]):
             continue
         wrapped += 1
         whole = Classifier(PACK).feed_all([prefix + text]).diagnosis()
