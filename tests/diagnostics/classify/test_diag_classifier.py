@@ -424,3 +424,18 @@ def test_a_platform_warning_a_working_start_prints_is_not_its_cause():
     assert str(_stream([STARTUP, warning, fault]).category) == "cuda_fault"
     raised = "ValueError: Quantization is not supported on CPU."
     assert str(_stream([STARTUP, raised]).category) == "model_requirement"
+
+
+def test_a_code_line_raising_a_connection_error_is_not_a_network_fault():
+    """A traceback's code line names the class any client raises; the exception line
+    below it (if the paste has it) says what failed."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/requests/adapters.py", line 519, in send',
+        "    raise ConnectionError(e, request=request)",
+    ]
+    assert _stream(lines).rule != "hub-unreachable"
+    raised = (
+        "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443)"
+    )
+    assert _stream([*lines, raised]).rule == "hub-unreachable"
