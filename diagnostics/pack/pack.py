@@ -33,7 +33,7 @@ TRACEBACK_BODY = (
     r"^\s*Cell In\[\d+\], line \d+",
     r"^-+> +\d+ ",
     r"^\s+raise [A-Za-z_][\w.]*(?:\(|$)",
-    r"^\s+~*\^+[~^]*$",
+    r"^\s+~*\^[~^]*$",  # (not \^+: the scan's head would end at every caret)
 )
 # The lines that chain one traceback to the one before it: the exception above is the
 # origin of the one below (see diagnostics.classify.findings).
