@@ -36,34 +36,40 @@ def unmatched(
     return None
 
 
-def ends_in_traceback(evidence: Evidence | None) -> Diagnosis:
-    """A paste that stops inside (or right after) a traceback: no exception line was
-    seen, and no ready marker followed. A failure, not a start under way."""
+def _transient_other(rule: str, evidence: Evidence | None, cause: str, fix: str) -> Diagnosis:
     return Diagnosis(
         state=State.FAILED_TRANSIENT,
         category=Category.OTHER,
-        rule="log-ends-in-traceback",
+        rule=rule,
         evidence=evidence,
-        cause="The log ends inside a Python traceback, before vLLM exited and "
-        "before the exception that ended it was printed.",
-        fix="The end of vLLM's output is attached; the full output (the lines after "
-        "the traceback) names the cause. A restart may help.",
+        cause=cause,
+        fix=fix,
+    )
+
+
+def ends_in_traceback(evidence: Evidence | None) -> Diagnosis:
+    """A paste that stops inside (or right after) a traceback: no exception line was
+    seen, and no ready marker followed. A failure, not a start under way."""
+    return _transient_other(
+        "log-ends-in-traceback",
+        evidence,
+        "The log ends inside a Python traceback, before vLLM exited and before the "
+        "exception that ended it was printed.",
+        "The end of vLLM's output is attached; the full output (the lines after the "
+        "traceback) names the cause. A restart may help.",
     )
 
 
 def ends_after_error(evidence: Evidence | None) -> Diagnosis:
     """A log that ends after vLLM (or its server) logged an error no rule names, before a
     ready marker and with no progress after it: a failure, not a start under way."""
-    return Diagnosis(
-        state=State.FAILED_TRANSIENT,
-        category=Category.OTHER,
-        rule="log-ends-after-error",
-        evidence=evidence,
-        cause="The log ends after an error that matches no known cause, before vLLM was "
-        "ready and with no progress after it.",
-        fix="The evidence line is the error; the lines after it in the full output name "
-        "the cause. A restart may help; if it fails the same way, change what the error "
-        "names.",
+    return _transient_other(
+        "log-ends-after-error",
+        evidence,
+        "The log ends after an error that matches no known cause, before vLLM was ready "
+        "and with no progress after it.",
+        "The evidence line is the error; the lines after it in the full output name the "
+        "cause. A restart may help; if it fails the same way, change what the error names.",
     )
 
 
@@ -71,14 +77,12 @@ def no_rule_matched(evidence: Evidence | None, exit_code: int | None, phase: Sta
     """vLLM exited and its output matches no rule."""
     how = f"with code {exit_code}" if exit_code is not None else ""
     where = "after it was ready" if phase is State.READY else f"while {phase}"
-    return Diagnosis(
-        state=State.FAILED_TRANSIENT,
-        category=Category.OTHER,
-        rule="no-rule-matched",
-        evidence=evidence,
-        cause=f"vLLM exited {how} {where}; its output matches no known failure.".replace("  ", " "),
-        fix="The end of vLLM's output is attached; a restart may help. If it fails the "
-        "same way again, check the configuration named in that output.",
+    return _transient_other(
+        "no-rule-matched",
+        evidence,
+        f"vLLM exited {how} {where}; its output matches no known failure.".replace("  ", " "),
+        "The end of vLLM's output is attached; a restart may help. If it fails the same "
+        "way again, check the configuration named in that output.",
     )
 
 

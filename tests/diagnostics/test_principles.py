@@ -165,11 +165,9 @@ HOST = [
 def test_what_the_image_lacks_is_permanent(line, deep):
     """Also when raised through a model's code: the wording names what the image lacks,
     before the model-code family reads the line."""
-    diagnosis = verdict(*([MODEL_CODE] if deep else []), line)
-    assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_PERMANENT, "other"), (
-        diagnosis
-    )
-    assert diagnosis.fix
+    diagnosis = verdict(*([MODEL_CODE, line] if deep else [line]))
+    assert diagnosis.fix and diagnosis.state is State.FAILED_PERMANENT, diagnosis
+    assert str(diagnosis.category) == "other", diagnosis
 
 
 # The start's own program missing from the image, in the words of the shell, Python and
@@ -187,10 +185,14 @@ START_PROGRAM = [
 ]
 
 
-@pytest.mark.parametrize("line", START_PROGRAM)
-@pytest.mark.parametrize("before", [False, True], ids=["alone", "after-a-log-line"])
-def test_a_start_program_missing_from_the_image_is_permanent(line, before):
-    lines = (["INFO 05-01 10:00:00 Downloading the model"] if before else []) + [line]
+LOG_LINE = "INFO 05-01 10:00:00 Downloading the model"
+
+
+@pytest.mark.parametrize(
+    "lines", [[line] for line in START_PROGRAM] + [[LOG_LINE, line] for line in START_PROGRAM]
+)
+def test_a_start_program_missing_from_the_image_is_permanent(lines):
+    """Alone, and after a line of the start."""
     diagnosis = classify_lines(lines)
     assert (diagnosis.state, diagnosis.rule) == (State.FAILED_PERMANENT, "broken-environment")
 
