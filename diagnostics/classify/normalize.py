@@ -153,6 +153,10 @@ PROCESS_PREFIX = (
     r"|\[rank\d+\]: ?|[\w.\-]{1,64}(?:-\d+)?[ \t]+\| |\[pod/[\w.\-]+/[\w.\-]+\] )"
 )
 _PROCESS_PREFIX = re.compile("^" + PROCESS_PREFIX)
+# A reply's quote marker before every line: added after the terminal wrapped them, so a
+# line's width is measured without it. (Also a Hyperscan expression.)
+QUOTE_MARKER = r"(?:>[ \t]?)+"
+_QUOTE = re.compile("^" + QUOTE_MARKER)
 
 
 def wrapped_at_width(line: str) -> bool:
@@ -161,6 +165,8 @@ def wrapped_at_width(line: str) -> bool:
     if len(line) < 80:
         return False
     part = unwrapped_part(line)
+    if (quote := _QUOTE.match(part)) is not None:
+        part = part[quote.end() :]
     if len(part) in WRAP_WIDTHS:
         return True
     prefix = _PROCESS_PREFIX.match(part)
@@ -169,7 +175,11 @@ def wrapped_at_width(line: str) -> bool:
 
 def continuation(line: str, first: str) -> str:
     """A wrapped line's continuation as the message goes on: without the process prefix
-    it carries when the first part (``first``, raw) carries the same one."""
+    it carries when the first part (``first``, raw) carries the same one, and without a
+    quote marker when the first part is quoted too."""
+    quote, quoted = _QUOTE.match(line), _QUOTE.match(first)
+    if quote is not None and quoted is not None:
+        line, first = line[quote.end() :], first[quoted.end() :]
     prefix = _PROCESS_PREFIX.match(line)
     if prefix is not None and first.startswith(prefix.group().rstrip()):
         return line[prefix.end() :]

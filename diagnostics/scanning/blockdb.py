@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import hyperscan
 
-from diagnostics.classify.normalize import PROCESS_PREFIX, WRAP_WIDTHS
+from diagnostics.classify.normalize import PROCESS_PREFIX, QUOTE_MARKER, WRAP_WIDTHS
 from diagnostics.pack import dbcache
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack
@@ -42,9 +42,10 @@ _CODE = (
 def _shape_expressions() -> list[bytes]:
     # A line of exactly one of the terminal widths (trailing CRs not counted), with or
     # without a process prefix before it (as ``normalize.wrapped_at_width`` reads it).
-    prefix = PROCESS_PREFIX.encode()
+    prefix, quote = PROCESS_PREFIX.encode(), QUOTE_MARKER.encode()
     return [
-        b"^(?:%s)?[^\\n]{%d}[^\\n\\r]\\r*$" % (prefix, width - 1) for width in sorted(WRAP_WIDTHS)
+        b"^(?:%s)?(?:%s)?[^\\n]{%d}[^\\n\\r]\\r*$" % (quote, prefix, width - 1)
+        for width in sorted(WRAP_WIDTHS)
     ]
 
 

@@ -40,9 +40,11 @@ def _wrap(line: str, width: int) -> list[str]:
     return [line[i : i + width] for i in range(0, len(line), width)]
 
 
+@pytest.mark.parametrize("quote", ["", "> "], ids=["as printed", "quoted in a reply"])
 @pytest.mark.parametrize("width", [80, 100, 120, 160])
-def test_a_message_hard_wrapped_at_a_terminal_width_is_joined(width):
-    lines = [part for line in TRACEBACK for part in _wrap(line, width)]
+def test_a_message_hard_wrapped_at_a_terminal_width_is_joined(width, quote):
+    """Also quoted in a reply after the terminal wrapped it: every part under "> "."""
+    lines = [quote + part for line in TRACEBACK for part in _wrap(line, width)]
     for diagnosis in _both_ways(lines):
         assert diagnosis.rule == "gpu-free-memory-below-utilization", (width, diagnosis)
         # The numbers split across the cut were read whole: 4.04 of 119.63 GiB free
