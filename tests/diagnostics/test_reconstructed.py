@@ -1,0 +1,23 @@
+"""The reconstructed logs (``fixtures/reconstructed/``): start-up logs written from memory
+of real reports by helper sessions that saw none of this repository, not real logs
+(see its README). They were scored blind once (docs/diagnostics.md); here they are one
+set: every one keeps the two safety properties, and no fewer are right than when the
+set was added."""
+
+from __future__ import annotations
+
+from diagnostics.command.accuracy import score
+from tests.diagnostics.cases import FIXTURES
+from tests.support.packs import shipped_pack
+
+ROOT = FIXTURES / "reconstructed"
+RIGHT_AT_LEAST = 197  # of 200, 2026-12-02 (docs/diagnostics.md, "Held-out checks")
+
+
+def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
+    results = score(ROOT, shipped_pack())
+    assert len(results) == 200
+    assert [r.file for r in results if r.transient_called_permanent] == []
+    assert [r.file for r in results if r.failed_called_not_failed] == []
+    wrong = [f"{r.file}: {r.label} -> {r.predicted}" for r in results if not r.right]
+    assert len(results) - len(wrong) >= RIGHT_AT_LEAST, "\n".join(wrong)
