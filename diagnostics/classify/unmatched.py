@@ -66,8 +66,9 @@ def ends_after_error(evidence: Evidence | None) -> Diagnosis:
     return _transient_other(
         "log-ends-after-error",
         evidence,
-        "The log ends after an error that matches no known cause, before vLLM was ready "
-        "and with no progress after it.",
+        "The log ends after vLLM reported a problem that matches no known cause (an "
+        "error, or processes waiting on each other), before it was ready and with no "
+        "progress after it.",
         "The evidence line is the error; the lines after it in the full output name the "
         "cause. A restart may help; if it fails the same way, change what the error names.",
     )

@@ -64,6 +64,9 @@ ERROR_LEVEL = (
     r" - (?:ERROR|CRITICAL) - ",
     r"\[(?:ERROR|CRITICAL)\]",
     r" \| (?:ERROR|CRITICAL) +\| ",
+    # vLLM's report that its processes wait on each other (a hang, or slow work): a
+    # warning, never a verdict while vLLM runs, but a log that ends on it stopped there
+    r"No available shared memory broadcast block found in \d+ seconds",
 )
 # What a rule's finding says about a failed start, strongest first: a specific cause;
 # generic structure (an exception family, judged by its frames or wording); a

@@ -149,6 +149,17 @@ HOST = [
         "cuda_fault",
     ),
     ("OSError: [Errno 122] Disk quota exceeded: '/workspace/hub/x.incomplete'", "other"),
+    # the GPUs' group never formed: a peer that did not join the rendezvous in time
+    (
+        "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. "
+        "1/2 clients joined.",
+        "cuda_fault",
+    ),
+    (
+        "RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from "
+        "[0] via c10d key-value store by key 0, but store->get(0) got error: Socket Timeout",
+        "cuda_fault",
+    ),
     # other accelerators' runtimes (a Gaudi whose devices another job holds)
     ("RuntimeError: synStatus=8 [Device not found] Device acquire failed.", "cuda_fault"),
     (

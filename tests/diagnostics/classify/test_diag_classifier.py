@@ -361,6 +361,10 @@ ERROR_LINES = {
     "root logger": "ERROR:root:Frobnicator exploded",
     "logging format": "2024-05-01 12:00:00,123 - vllm.engine - ERROR - Frobnicator exploded",
     "bracketed": "[2024-05-01 12:00:00] [ERROR] Frobnicator exploded",
+    # vLLM's report of processes waiting on each other (a warning: a hang, or slow work)
+    "hang": "(EngineCore_DP0 pid=1) WARNING 05-14 10:32:31 [shm_broadcast.py:466] No available "
+    "shared memory broadcast block found in 60 seconds. This typically happens when some "
+    "processes are hanging or doing some time-consuming work (e.g. compilation).",
 }
 LOADING = "INFO 05-14 10:22:31 [loader.py:20] Loading weights took 1.00 GiB"
 STARTUP = "INFO 05-14 10:22:31 [api_server.py:1] vLLM API server version 0.6.3"
