@@ -95,8 +95,8 @@ def classify_blocks(
         start, offset = offset, offset + size - piece
         if stop is not None and start >= stop and not follow:
             break
-        skippable = not follow and not _ends_cut(block, scan)
-        if skippable and _nothing_relevant(block, scan, _standing(classifier)):
+        quiet = not follow and _nothing_relevant(block, scan, _standing(classifier))
+        if quiet and not _ends_cut(block, scan):
             if recount is None:
                 lineno += block.count(b"\n") - piece
             elif uncounted < 0:
@@ -105,6 +105,21 @@ def classify_blocks(
         if uncounted >= 0 and recount is not None:
             lineno += recount(uncounted, start)
             uncounted = -1
+        if quiet:
+            # Nothing in the block can change the verdict but the lines cut at a
+            # terminal's width that end it: the message they start may go on in the next
+            # block. Only they are read (a crash loop's blocks end so one time in twenty).
+            first = _cut_run(block, scan)
+            lineno += block.count(b"\n", 0, first)
+            tail = block[first:]
+            parts = tail.split(b"\n")
+            if tail.endswith(b"\n"):
+                parts.pop()
+            for k, part in enumerate(parts):
+                classifier.feed(part.decode("utf-8", "replace"), lineno + 1 + k)
+            follow = classifier.wants_next_line
+            lineno += tail.count(b"\n") - piece
+            continue
         hits = _hits(block, scan)
         pos = 0
         line_start = 0
@@ -174,6 +189,17 @@ def _hits(block: bytes, scan: Scanner) -> list[tuple[int, frozenset[int] | None]
     return [
         (start, None if ids is None else frozenset(ids)) for start, ids in sorted(by_line.items())
     ]
+
+
+def _cut_run(block: bytes, scan: Scanner) -> int:
+    """The start of the run of lines cut at a terminal's width that ends ``block``."""
+    first = block.rfind(b"\n", 0, len(block) - 1) + 1
+    while first > 0:
+        before = block.rfind(b"\n", 0, first - 1) + 1
+        if not _line_starts(block[before:first], scan.shapes):
+            break
+        first = before
+    return first
 
 
 def _ends_cut(block: bytes, scan: Scanner) -> bool:
