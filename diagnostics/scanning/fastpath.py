@@ -16,7 +16,9 @@ None of these shortcuts changes a verdict; each feeds the classifier fewer lines
    terminal's cut is seen too), says whether any pattern that could still change
    the verdict occurs in it: every pattern while no failure matched, else a ready
    marker, a better rule and what it depends on (:func:`relevant_ids`). A crash
-   loop (the same failure over and over) and hours of request logs are skipped so.
+   loop (the same failure over and over) and hours of request logs are skipped so;
+   of a block that ends in lines cut at a terminal's width only those lines are read
+   (their message may go on in the next block).
    Inside a block that is read, hit lines that cannot matter are passed over, and
    the line after a hit is read only while the classifier wants it (evidence being
    collected, a cut line waiting for its rest). Lines skipped are counted only when
@@ -205,6 +207,7 @@ def _cut_run(block: bytes, scan: Scanner) -> int:
 def _ends_cut(block: bytes, scan: Scanner) -> bool:
     """Whether the last line of ``block`` is cut at a terminal's width: the message may
     go on in the next block (a paste with no final newline ends in a block of its own),
-    so this block is read even when nothing in it alone can change the verdict."""
+    so the lines cut so that end it are read even when nothing in the block alone can
+    change the verdict (``_cut_run``)."""
     last = block.rfind(b"\n", 0, len(block) - 1) + 1
     return bool(_line_starts(block[last:], scan.shapes))
