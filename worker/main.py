@@ -78,7 +78,9 @@ def main() -> int:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        log.info("worker.signal", signal=signal.Signals(signum).name, phase="startup")
+        logs.from_signal_handler(
+            log, "worker.signal", signal=signal.Signals(signum).name, phase="startup"
+        )
         interrupted.set()
         supervisor.request_stop()
 

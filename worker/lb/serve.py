@@ -39,6 +39,7 @@ from worker.lb.health_thread import HealthThread
 from worker.lb.mode import Endpoint
 from worker.lb.proxy import ProxyApp
 from worker.lb.upstream import Upstream
+from worker.seams import logs
 from worker.supervision.machine import WorkerState
 from worker.supervision.supervisor import Supervisor
 
@@ -228,7 +229,8 @@ def _signals(
     handlers come back afterwards (main's: a late signal still stops vLLM)."""
 
     def handler(signum, _frame) -> None:
-        log.info("worker.signal", signal=signal.Signals(signum).name, phase="serving")
+        name = signal.Signals(signum).name
+        logs.from_signal_handler(log, "worker.signal", signal=name, phase="serving")
         if stop.is_set():
             for server in [*servers, *([health_thread.server] if health_thread else [])]:
                 server.force_exit = True

@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import structlog
 
+from worker.seams import logs
 from worker.supervision.machine import WorkerState
 from worker.supervision.supervisor import Supervisor
 
@@ -104,13 +105,16 @@ class JobGate:
                     return
                 name = signal.Signals(number).name
                 if not self.supervisor.settled.is_set():
-                    log.info("worker.signal", signal=name, phase="startup")
+                    logs.from_signal_handler(log, "worker.signal", signal=name, phase="startup")
                     self.interrupted.set()
                     self.supervisor.request_stop()
                     if callable(sdk_handler):
                         sdk_handler(number, frame)
                     return
-                log.info("worker.signal", signal=name, phase="serving", jobs=self.jobs_in_flight())
+                jobs = self.jobs_in_flight()
+                logs.from_signal_handler(
+                    log, "worker.signal", signal=name, phase="serving", jobs=jobs
+                )
                 self.closed.set()
                 threading.Thread(target=self._drain, args=(number,), daemon=True).start()
 
