@@ -105,7 +105,8 @@ class Classifier:
         # line (normalising only strips prefixes), unless colour codes or carriage
         # returns sit inside it. Most lines hit nothing and end here.
         plain = "\x1b" not in line and "\r" not in line
-        raw = _hit_ids(self.pack, line if plain else clean_raw(line))
+        clean = line if plain else clean_raw(line)
+        raw = _hit_ids(self.pack, clean)
         if plain and not raw:
             return None
         if raw & self.pack.error_ids:  # the level is read on the raw line: normalising strips it
@@ -114,7 +115,7 @@ class Classifier:
         ids = _hit_ids(self.pack, text)
         if not ids:
             return None
-        clean = clean_raw(line)
+        clean = clean_raw(line) if plain else clean
         changed = None
         patterns = self.pack.patterns
         for index in sorted(ids, key=lambda i: (patterns[i].kind != "traceback", i)):

@@ -56,7 +56,7 @@ HEADER_CLASS = r"^\s*(?:[\w.]+\.)?[A-Z]\w*\s{2,}Traceback \(most recent call las
 # logger (under any process prefix), uvicorn's, Python logging's defaults and the common
 # configured ones. Read on the raw line (normalising strips the level); a log that ends
 # after one, before ready and with nothing else to read, is a failed start whose cause
-# was not recognised (see diagnostics.classify.verdict.ends_after_error).
+# was not recognised (see diagnostics.classify.unmatched.ends_after_error).
 ERROR_LEVEL = (
     r"(?:^|[\s|:)\]])(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d",
     r"(?:^|[\s|:)\]])ERROR:\s{2,}\S",

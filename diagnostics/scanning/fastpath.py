@@ -17,8 +17,8 @@ None of these shortcuts changes a verdict; each feeds the classifier fewer lines
    the verdict occurs in it: every pattern while no failure matched, else a ready
    marker, a better rule and what it depends on (:func:`relevant_ids`). A crash
    loop (the same failure over and over) and hours of request logs are skipped so;
-   of a block that ends in lines cut at a terminal's width only those lines are read
-   (their message may go on in the next block).
+   of such a block that ends in lines cut at a terminal's width only those lines are
+   read (their message may go on in the next block).
    Inside a block that is read, hit lines that cannot matter are passed over, and
    the line after a hit is read only while the classifier wants it (evidence being
    collected, a cut line waiting for its rest). Lines skipped are counted only when
@@ -98,7 +98,11 @@ def classify_blocks(
         if stop is not None and start >= stop and not follow:
             break
         quiet = not follow and _nothing_relevant(block, scan, _standing(classifier))
-        if quiet and not _ends_cut(block, scan):
+        # Of a block in which nothing can change the verdict, only the lines cut at a
+        # terminal's width that end it are read: the message they start may go on in the
+        # next block (a crash loop's blocks end so one time in twenty).
+        hits = _cut_lines(block, scan) if quiet else None
+        if quiet and not hits:
             if recount is None:
                 lineno += block.count(b"\n") - piece
             elif uncounted < 0:
@@ -107,22 +111,8 @@ def classify_blocks(
         if uncounted >= 0 and recount is not None:
             lineno += recount(uncounted, start)
             uncounted = -1
-        if quiet:
-            # Nothing in the block can change the verdict but the lines cut at a
-            # terminal's width that end it: the message they start may go on in the next
-            # block. Only they are read (a crash loop's blocks end so one time in twenty).
-            first = _cut_run(block, scan)
-            lineno += block.count(b"\n", 0, first)
-            tail = block[first:]
-            parts = tail.split(b"\n")
-            if tail.endswith(b"\n"):
-                parts.pop()
-            for k, part in enumerate(parts):
-                classifier.feed(part.decode("utf-8", "replace"), lineno + 1 + k)
-            follow = classifier.wants_next_line
-            lineno += tail.count(b"\n") - piece
-            continue
-        hits = _hits(block, scan)
+        if hits is None:
+            hits = _hits(block, scan)
         pos = 0
         line_start = 0
         index = 0
@@ -193,21 +183,17 @@ def _hits(block: bytes, scan: Scanner) -> list[tuple[int, frozenset[int] | None]
     ]
 
 
-def _cut_run(block: bytes, scan: Scanner) -> int:
-    """The start of the run of lines cut at a terminal's width that ends ``block``."""
-    first = block.rfind(b"\n", 0, len(block) - 1) + 1
-    while first > 0:
-        before = block.rfind(b"\n", 0, first - 1) + 1
-        if not _line_starts(block[before:first], scan.shapes):
+def _cut_lines(block: bytes, scan: Scanner) -> list[tuple[int, frozenset[int] | None]]:
+    """The run of lines cut at a terminal's width that ends ``block``, as hit lines to be
+    read whatever the verdict (none when its last line is not cut): the message they
+    start may go on in the next block (a paste with no final newline ends in a block of
+    its own)."""
+    starts: list[int] = []
+    end = len(block) - 1  # the last byte of the line looked at (its line end, if any)
+    while end >= 0:
+        first = block.rfind(b"\n", 0, end) + 1
+        if not _line_starts(block[first : end + 1], scan.shapes):
             break
-        first = before
-    return first
-
-
-def _ends_cut(block: bytes, scan: Scanner) -> bool:
-    """Whether the last line of ``block`` is cut at a terminal's width: the message may
-    go on in the next block (a paste with no final newline ends in a block of its own),
-    so the lines cut so that end it are read even when nothing in the block alone can
-    change the verdict (``_cut_run``)."""
-    last = block.rfind(b"\n", 0, len(block) - 1) + 1
-    return bool(_line_starts(block[last:], scan.shapes))
+        starts.append(first)
+        end = first - 1
+    return [(line, None) for line in reversed(starts)]
