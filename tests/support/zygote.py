@@ -72,6 +72,9 @@ PRELOAD = (
     "worker.queue.gate",
     "worker.queue.handler",
     "worker.lb.serve",
+    "worker.preflight.run",  # the pre-flight and its hub answers' schemas (pydantic)
+    "worker.modelinfo.schema",
+    "worker.queue.job_fetch",
     # the RunPod SDK's dependencies (not the SDK: its modules read the environment)
     "aiohttp",
     "aiodns",
@@ -84,6 +87,15 @@ PRELOAD = (
     "multiprocessing.managers",
     "tarfile",
     "cpuinfo",  # its import runs `file -b` on the interpreter and `uname -p`: 15 ms each time
+    # huggingface_hub's and uvicorn's (not huggingface_hub: it reads HF_* when imported)
+    "httpx2",
+    "httpcore",
+    "h11",
+    "anyio._backends._asyncio",
+    "annotated_types",
+    "tomli",
+    "uvicorn",
+    "pynvml",
 )
 
 ROOT = Path(__file__).resolve().parents[2]
