@@ -95,12 +95,25 @@ def _text(block: bytes) -> bytes:
 def _joined(block: bytes) -> bytes:
     """``block`` with its lines joined without a break, CRs as the classifier reads
     them: dropped at a line end, spaces elsewhere (colour codes: see _cleaned)."""
+    return _joined_counted(block)[0]
+
+
+def _joined_counted(block: bytes) -> tuple[bytes, int]:
+    """:func:`_joined`, and the number of line ends it removed (the block's)."""
+    cleaned = _crs_read(block)
+    joined = cleaned.replace(b"\n", b"")
+    return joined, len(cleaned) - len(joined)
+
+
+def _crs_read(block: bytes) -> bytes:
+    """``block`` with its CRs as the classifier reads them: dropped at a line end,
+    spaces elsewhere."""
     cleaned = block
     if b"\r" in cleaned:
         parts = cleaned.split(b"\r")
         if b"" not in parts[1:-1]:  # no CR follows another: one pass
             rest = [p if p[:1] == b"\n" else b" " + p for p in parts[1:]]
-            return b"".join([parts[0], *rest]).replace(b"\n", b"")
+            return b"".join([parts[0], *rest])
         out = [parts[0]]
         index, count = 1, len(parts)
         while index < count:
@@ -114,4 +127,4 @@ def _joined(block: bytes) -> bytes:
             out.append(part)
             index = end + 1
         cleaned = b"".join(out)
-    return cleaned.replace(b"\n", b"")
+    return cleaned

@@ -21,8 +21,11 @@ None of these shortcuts changes a verdict; each feeds the classifier fewer lines
    read (their message may go on in the next block).
    Inside a block that is read, hit lines that cannot matter are passed over, and
    the line after a hit is read only while the classifier wants it (evidence being
-   collected, a cut line waiting for its rest). Lines skipped are counted only when
-   a later line is fed.
+   collected, a cut line waiting for its rest); a block that starts with such lines
+   is judged, after them, as a block of its own. Lines skipped are counted only when
+   a later line is fed (a log that ends in skipped blocks is never counted); from
+   then on, as each skipped block passes (its line ends counted while it is joined
+   for the scan, not read again).
 3. **Few match events.** Hyperscan reports every end offset of a match, so a pattern
    ending in ``.*`` reports once per character after its prefix (millions of Python
    callbacks on a big log). The block database holds each pattern without its
@@ -45,7 +48,7 @@ from diagnostics.scanning.blocktext import _always_passed, _cleaned, _joined, _l
 from diagnostics.scanning.phasecontext import context_before, needed_context
 from diagnostics.scanning.prefilter import prefilter_head
 from diagnostics.scanning.readyseek import Plan, Restart, count_lines, plan, restart_point
-from diagnostics.scanning.skipping import _nothing_relevant
+from diagnostics.scanning.skipping import _quiet_lines
 from diagnostics.scanning.streams import Piece
 
 # The passes and helpers live in their own modules; they stay importable from here.
@@ -91,26 +94,44 @@ def classify_blocks(
     follow = False  # the classifier wants the next line (it may be in the next block)
     offset = 0  # where this block starts in the input
     uncounted = -1  # where skipped blocks whose lines are not yet counted start
+    # Count a skipped block's lines as it passes (else only when a later line is fed):
+    # once a line was fed after skipped blocks, more will be (a crash loop's cut lines),
+    # and counting a block in memory costs less than reading it again to count.
+    eager = recount is None
     for block in blocks:
         size = len(block)
         piece = isinstance(block, Piece)
         start, offset = offset, offset + size - piece
         if stop is not None and start >= stop and not follow:
             break
-        quiet = not follow and _nothing_relevant(block, scan, _standing(classifier))
+        if follow:
+            # The lines that go on from the last block, then the rest of the block is
+            # judged as a block of its own (not read whole for their sake).
+            at, lineno = _follow(block, classifier, lineno)
+            follow = classifier.wants_next_line
+            if at >= size:
+                lineno -= piece if at > size - piece else 0
+                continue
+            block = Piece(block[at:]) if piece else block[at:]
+            start, size = start + at, size - at
+            if stop is not None and start >= stop:
+                break
+        lines = None if follow else _quiet_lines(block, scan, _standing(classifier))
+        quiet = lines is not None
         # Of a block in which nothing can change the verdict, only the lines cut at a
         # terminal's width that end it are read: the message they start may go on in the
         # next block (a crash loop's blocks end so one time in twenty).
         hits = _cut_lines(block, scan) if quiet else None
-        if quiet and not hits:
-            if recount is None:
-                lineno += block.count(b"\n") - piece
+        if lines is not None and not hits:
+            if eager:
+                lineno += lines - piece
             elif uncounted < 0:
                 uncounted = start
             continue
         if uncounted >= 0 and recount is not None:
             lineno += recount(uncounted, start)
             uncounted = -1
+            eager = True
         if hits is None:
             hits = _hits(block, scan)
         pos = 0
@@ -145,6 +166,19 @@ def classify_blocks(
             line_start = end + 1
         lineno += block.count(b"\n", pos) - piece
     return classifier
+
+
+def _follow(block: bytes, classifier: Classifier, lineno: int) -> tuple[int, int]:
+    """Feed the lines of ``block`` from its start while the classifier wants the next
+    line; where the first line not fed starts, and the lines before it."""
+    at, size = 0, len(block)
+    while at < size and classifier.wants_next_line:
+        end = block.find(b"\n", at)
+        end = size if end < 0 else end
+        classifier.feed(block[at:end].decode("utf-8", "replace"), lineno + 1)
+        lineno += end < size
+        at = end + 1
+    return at, lineno
 
 
 def _standing(classifier: Classifier) -> Standing:

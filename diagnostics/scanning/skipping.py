@@ -19,7 +19,7 @@ from diagnostics.scanning.blockdb import (
     _sources,
     relevant_ids,
 )
-from diagnostics.scanning.blocktext import _LOST_ESC_HINT, _cleaned, _joined
+from diagnostics.scanning.blocktext import _LOST_ESC_HINT, _cleaned, _joined_counted
 
 _HINT_IN_DATABASE = 64  # up to this many patterns, the lost-ESC search joins their scan
 # A standing that leaves more than this share of the patterns relevant scans with the
@@ -63,18 +63,26 @@ def _presence(pack: RulePack, standing: Standing) -> Presence | None:
 
 def _nothing_relevant(block: bytes, scan: Scanner, standing: Standing) -> bool:
     """Whether no line of ``block`` can change a verdict standing so (None: no failure
-    yet, every pattern counts); then the block is skipped
-    unread. One scan of the block with its line ends removed says whether any such
-    pattern occurs in it, on a line or across lines (as the classifier joins lines
-    cut at a terminal's width); colour codes and carriage returns are cleaned first,
-    as the classifier cleans each line."""
+    yet, every pattern counts); then the block is skipped unread."""
+    return _quiet_lines(block, scan, standing) is not None
+
+
+def _quiet_lines(block: bytes, scan: Scanner, standing: Standing) -> int | None:
+    """The number of line ends in ``block`` when no line of it can change a verdict
+    standing so (None: no failure yet, every pattern counts), else None. One scan of
+    the block with its line ends removed says whether any such pattern occurs in it,
+    on a line or across lines (as the classifier joins lines cut at a terminal's
+    width); colour codes and carriage returns are cleaned first, as the classifier
+    cleans each line. The line ends are counted as they are removed."""
     presence = _presence(scan.pack, standing)
     if presence is None:
-        return True
+        return block.count(b"\n")
     database, hint, only = presence
     if hint is not None and b"\x1b" not in block:
-        found = _any_match(_joined(block), database, hint, only)
+        joined, lines = _joined_counted(block)
+        found = _any_match(joined, database, hint, only)
         if found is not None:
-            return not found
+            return None if found else lines
     # Colour codes (also some that lost their ESC): cleaned as the classifier does.
-    return not _any_match(_joined(_cleaned(block)), database, None, only)
+    joined, lines = _joined_counted(_cleaned(block))
+    return None if _any_match(joined, database, None, only) else lines

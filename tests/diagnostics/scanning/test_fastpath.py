@@ -368,3 +368,44 @@ def test_a_pipe_gives_the_file_verdict(name):
     stream = io.BufferedReader(_Pipe(b"\xef\xbb\xbf" + data))
     assert not stream.seekable()
     assert classify_stream(stream, PACK) == line_path(data)
+
+
+class _Counting(Classifier):
+    def __init__(self, pack):
+        super().__init__(pack)
+        self.fed_lines = 0
+
+    def feed(self, raw, lineno=None):
+        self.fed_lines += 1
+        return super().feed(raw, lineno)
+
+
+def test_a_crash_loop_is_read_at_its_failure_and_its_blocks_cut_lines_only():
+    """After the first failure of a crash loop, a block is read only for the lines cut at
+    a terminal's width that end it and the lines that go on from them, never whole;
+    the skipped lines are counted once, as their blocks pass (not read again to count
+    them when a later line is fed). The verdict and its line are the line path's."""
+    copies = 200
+    data = KV * copies
+    # One block in five ends in a line cut at the terminal's width (a traceback's code
+    # line; in a real crash loop one block in twenty does); the others are skipped.
+    cut = KV.index(b"get_kv_cache_configs(\r\n") + len(b"get_kv_cache_configs(\r\n")
+    blocks, rest = [], b""
+    for copy in range(copies):
+        blocks.append(rest + (KV[:cut] if copy % 5 == 4 else KV))
+        rest = KV[cut:] if copy % 5 == 4 else b""
+    blocks.append(rest)
+    assert b"".join(blocks) == data
+    cut_ends = sum(1 for b in blocks if fastpath._cut_lines(b, fastpath.scanner(PACK)))
+    assert cut_ends == copies // 5
+    recounted: list[tuple[int, int]] = []
+
+    def recount(begin: int, end: int) -> int:
+        recounted.append((begin, end))
+        return data.count(b"\n", begin, end)
+
+    classifier = fastpath.classify_blocks(blocks, _Counting(PACK), 0, recount)
+    assert classifier.diagnosis() == line_path(data)
+    assert len(recounted) <= 1
+    first = KV.count(b"\n")
+    assert classifier.fed_lines <= first + 4 * cut_ends, (classifier.fed_lines, cut_ends)
