@@ -24,6 +24,8 @@ from tests.support.vllm_env import (
     needs_vllm,
     replay_env,
     run_python,
+    stand_in,
+    stand_in_argv,
     stand_in_env,
     start_worker,
     tiny_model_env,
@@ -41,7 +43,7 @@ def test_output_flood_is_drained_with_bounded_memory(tmp_path, reliability):
     with QueueServer() as queue:
         env = stand_in_env(
             tmp_path,
-            f"{sys.executable} -m tests.support.flood 30000",
+            stand_in("flood", "30000"),
             TRANSIENT_ANSWER_TIMEOUT="1",
             **queue.env(),
         )
@@ -70,7 +72,7 @@ def test_output_flood_is_drained_with_bounded_memory(tmp_path, reliability):
 def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
     """vLLM stopped (SIGSTOP) while loading: a stand-in that prints a real loading line
     and keeps printing until it is stopped, so only the stall limit can end the start."""
-    command = [sys.executable, "-m", "tests.support.scripted_vllm"]
+    command = stand_in_argv("scripted_vllm")
     command += ["--say", "INFO Starting to load model stand-in/model...", "chatter"]
     env = worker_env(
         tmp_path,

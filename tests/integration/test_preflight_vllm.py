@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 from huggingface_hub import constants
@@ -29,6 +28,7 @@ from tests.support.vllm_env import (
     VLLM_PYTHON,
     events,
     needs_vllm,
+    stand_in,
     start_worker,
     worker_env,
 )
@@ -109,7 +109,7 @@ def test_jobs_get_the_answer_of_a_failed_launch_plus_what_was_measured(hub, tmp_
     this gated repo); with the pre-flight, the answer is the same, found before launch."""
     repo = "tiny-org/gated-llama"
     fixture = ROOT / "fixtures/vllm-0.32/hub-gated.log"
-    replay = f"{sys.executable} -m tests.support.replay_log {fixture} 1"
+    replay = stand_in("replay_log", str(fixture), "1")
     off, off_events = _answers(hub, tmp_path / "off", repo, PREFLIGHT="false", VLLM_COMMAND=replay)
     on, on_events = _answers(hub, tmp_path / "on", repo, VLLM_COMMAND=replay)
     assert [e["event"] for e in off_events if e["event"] == "vllm.spawning"] == ["vllm.spawning"]

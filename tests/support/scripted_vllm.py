@@ -102,9 +102,9 @@ if __name__ == "__main__":
 
 def standin_env(tmp_path: Path, *script: str, **extra: str) -> dict[str, str]:
     """A worker environment whose vLLM is this stand-in running ``script``; no volume."""
-    from tests.support.vllm_env import ROOT, free_port
+    from tests.support.vllm_env import ROOT, free_port, stand_in_argv
 
-    command = [sys.executable, "-m", "tests.support.scripted_vllm", *script]
+    command = stand_in_argv("scripted_vllm", *script)
     return {
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(ROOT),

@@ -49,10 +49,10 @@ from tests.support.loopback_http import loopback_client
 from tests.support.model_configs import TINY_LLAMA
 from tests.support.queue_server import QueueServer
 from tests.support.raw_http import read_answer, status_of
-from tests.support.vllm_env import PLANTED_ENV, ROOT, free_port, start_worker, worker_env
+from tests.support.vllm_env import PLANTED_ENV, ROOT, free_port, stand_in, start_worker, worker_env
 from worker.queue.job_check import MAX_ID_LENGTH, MAX_SEEN_IDS
 
-STANDIN = f"{sys.executable} -m tests.support.vllm_standin"
+STANDIN = stand_in("vllm_standin")
 SINK = f"{sys.executable} -m tests.worker.lb.sink_vllm"
 SETTLE_S = 20.0  # from spawn to the answer, with every row's worker starting at once
 RSS_LIMIT_MIB = 300  # the worker process (not its vLLM), sampled every 50 ms

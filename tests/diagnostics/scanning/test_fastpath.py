@@ -385,7 +385,7 @@ def test_a_crash_loop_is_read_at_its_failure_and_its_blocks_cut_lines_only():
     a terminal's width that end it and the lines that go on from them, never whole;
     the skipped lines are counted once, as their blocks pass (not read again to count
     them when a later line is fed). The verdict and its line are the line path's."""
-    copies = 200
+    copies = 50
     data = KV * copies
     # One block in five ends in a line cut at the terminal's width (a traceback's code
     # line; in a real crash loop one block in twenty does); the others are skipped.

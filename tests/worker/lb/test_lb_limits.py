@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from tests.support.raw_http import read_answer, status_of
-from tests.support.vllm_env import events, free_port, running_worker, worker_env
+from tests.support.vllm_env import events, free_port, running_worker, stand_in, worker_env
 from tests.worker.lb.test_lb_worker import TRANSIENT, client, health_until
 
 SINK = f"{sys.executable} -m tests.worker.lb.sink_vllm"
@@ -355,7 +355,7 @@ def test_every_accepted_connection_gets_a_status_at_the_transient_exit(tmp_path,
     # status at all (the connection was closed).
     env = limits_env(
         tmp_path,
-        f"{sys.executable} -m tests.support.replay_log {TRANSIENT} 1",
+        stand_in("replay_log", str(TRANSIENT), "1"),
         TRANSIENT_ANSWER_TIMEOUT="120",
         LB_HEADER_TIMEOUT="10",
     )
@@ -443,7 +443,7 @@ def test_an_early_answer_keeps_the_connection_for_a_small_body_and_closes_it_for
     # Before ready every request is answered 503 without its body being read: a small
     # body still arriving is dropped and the connection serves the next request; a big
     # one (more than 1 MiB to come) is told connection: close and not read.
-    env = limits_env(tmp_path, f"{sys.executable} -m tests.support.vllm_standin --loading")
+    env = limits_env(tmp_path, stand_in("vllm_standin", "--loading"))
     port = int(env["PORT"])
     with running_worker(env, tmp_path):
         assert health_until(int(env["PORT_HEALTH"]), "/ping", 204) == [204]

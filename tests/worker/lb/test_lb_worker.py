@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -27,10 +26,11 @@ from tests.support.vllm_env import (
     free_port,
     group_alive,
     running_worker,
+    stand_in,
     worker_env,
 )
 
-STANDIN = f"{sys.executable} -m tests.support.vllm_standin"
+STANDIN = stand_in("vllm_standin")
 PERMANENT = ROOT / "fixtures/vllm-0.32/max-model-len-too-large.log"
 TRANSIENT = (
     ROOT
@@ -109,7 +109,7 @@ def test_before_ready_every_request_gets_503_retry_after_and_the_phase(tmp_path)
 
 
 def test_permanent_failure_health_200_and_every_request_gets_the_diagnosis(tmp_path):
-    env = lb_env(tmp_path, f"{sys.executable} -m tests.support.replay_log {PERMANENT} 1")
+    env = lb_env(tmp_path, stand_in("replay_log", str(PERMANENT), "1"))
     env["PORT_HEALTH"] = str(free_port())
     port, health_port = int(env["PORT"]), int(env["PORT_HEALTH"])
     with running_worker(env, tmp_path) as proc:
@@ -176,7 +176,7 @@ def test_invalid_setting_is_answered_on_the_ports_without_starting_vllm(tmp_path
 def test_transient_failure_health_5xx_one_answer_then_exit_nonzero(tmp_path):
     env = lb_env(
         tmp_path,
-        f"{sys.executable} -m tests.support.replay_log {TRANSIENT} 1",
+        stand_in("replay_log", str(TRANSIENT), "1"),
         TRANSIENT_ANSWER_TIMEOUT="120",  # the exit must come from the answer
     )
     env["PORT_HEALTH"] = str(free_port())

@@ -21,7 +21,6 @@ import itertools
 import json
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass
 
@@ -29,14 +28,14 @@ import pytest
 import structlog.testing
 
 from tests.support.queue_server import QueueServer
-from tests.support.vllm_env import events, stand_in_env, start_worker
+from tests.support.vllm_env import events, stand_in, stand_in_env, start_worker
 from worker.queue import intake
 from worker.queue.job_check import INPUT_ERROR, MAX_ID_LENGTH, JobCheck
 from worker.queue.job_fetch import parse_jobs
 
 DEADLINE = 60.0
 OK = {"openai_route": "/v1/models"}  # a GET the ready stand-in answers at once
-SERVE = f"{sys.executable} -m tests.support.scripted_vllm serve"
+SERVE = stand_in("scripted_vllm", "serve")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import shlex
-import sys
 import tempfile
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from diagnostics import State
 from tests.support.packs import shipped_pack
 from tests.support.supervising import FAST, settle, stop
-from tests.support.vllm_env import ROOT, free_port
+from tests.support.vllm_env import ROOT, free_port, stand_in_argv
 from worker.config.settings import load_settings
 from worker.crashloop.breaker import LEDGER_NAME
 from worker.preflight import PreflightResult
@@ -65,7 +64,7 @@ def _supervisor(tmp_path: Path, steps: list[dict], **extra: str) -> Supervisor:
     volume.mkdir(exist_ok=True)
     script = tmp_path / "script.json"
     script.write_text(json.dumps(steps))
-    command = [sys.executable, "-m", "tests.support.relaunch_vllm", str(script)]
+    command = stand_in_argv("relaunch_vllm", str(script))
     env = {
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(ROOT),

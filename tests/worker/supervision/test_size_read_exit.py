@@ -14,20 +14,19 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 from tests.support.hub_server import Body, Hostile, HubServer, write_repo
-from tests.support.vllm_env import events, stand_in_env, start_worker
+from tests.support.vllm_env import events, stand_in, stand_in_env, start_worker
 from worker.supervision.follower import in_daemon_thread
 
 GRACE_S = 2  # VLLM_SHUTDOWN_GRACE; before the fix the exit took GRACE_S + 5 s here
 MARGIN_S = 3  # the stop itself: vLLM's stand-in ends at once on SIGTERM
 REPO = "org/trickle"
-STANDIN = f"{sys.executable} -m tests.support.vllm_standin --loading"
+STANDIN = stand_in("vllm_standin", "--loading")
 
 
 def _trickle() -> Body:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import shlex
-import sys
 import threading
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from diagnostics import Category, State
 from tests.support.packs import shipped_pack
 from tests.support.scripted_vllm import standin_env
 from tests.support.supervising import FAST, settle, stop, stuck
-from tests.support.vllm_env import ROOT
+from tests.support.vllm_env import ROOT, stand_in_argv
 from worker.config.settings import fallback_settings, load_settings
 from worker.supervision.failure import config_failure
 from worker.supervision.supervisor import Supervisor
@@ -152,13 +151,7 @@ def test_recorded_vllm_failures_settle_by_their_category(tmp_path, row):
     through the supervisor with its exit code: the state and category the manifest
     holds. (tests/integration/test_supervisor_vllm.py starts real vLLM for a few.)"""
     fixture = ROOT / "fixtures" / "vllm-0.32" / row["file"]
-    command = [
-        sys.executable,
-        "-m",
-        "tests.support.replay_log",
-        str(fixture),
-        str(row["exit_code"]),
-    ]
+    command = stand_in_argv("replay_log", str(fixture), str(row["exit_code"]))
     env = {
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(ROOT),
