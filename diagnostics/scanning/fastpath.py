@@ -124,7 +124,7 @@ def classify_blocks(
         hits = _cut_lines(block, scan) if quiet else None
         if lines is not None and not hits:
             if eager:
-                lineno += lines - piece
+                lineno += (lines if lines >= 0 else block.count(b"\n")) - piece
             elif uncounted < 0:
                 uncounted = start
             continue

@@ -69,14 +69,15 @@ def _nothing_relevant(block: bytes, scan: Scanner, standing: Standing) -> bool:
 
 def _quiet_lines(block: bytes, scan: Scanner, standing: Standing) -> int | None:
     """The number of line ends in ``block`` when no line of it can change a verdict
-    standing so (None: no failure yet, every pattern counts), else None. One scan of
+    standing so (None: no failure yet, every pattern counts), else None; -1 when
+    nothing at all can change it (nothing scanned, nothing counted). One scan of
     the block with its line ends removed says whether any such pattern occurs in it,
     on a line or across lines (as the classifier joins lines cut at a terminal's
     width); colour codes and carriage returns are cleaned first, as the classifier
     cleans each line. The line ends are counted as they are removed."""
     presence = _presence(scan.pack, standing)
     if presence is None:
-        return block.count(b"\n")
+        return -1
     database, hint, only = presence
     if hint is not None and b"\x1b" not in block:
         joined, lines = _joined_counted(block)
