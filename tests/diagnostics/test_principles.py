@@ -37,6 +37,12 @@ CHOSEN_VALUE = [
     "ValueError: fp8_e5m2 kv-cache is not supported with fp8 checkpoints.",
     "ValueError: nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) "
     "backends. Please use a different --kv-cache-dtype (e.g., 'fp8' or 'auto').",
+    # vLLM 0.8-0.11 refuse a V1 feature only when the user set VLLM_USE_V1=1 (unset, it
+    # falls back to V0): whatever the feature, the value set is what is rejected
+    "NotImplementedError: VLLM_USE_V1=1 is not supported with Speculative Decoding with "
+    "draft model.",
+    "NotImplementedError: VLLM_USE_V1=1 is not supported with --preemption-mode.",
+    "NotImplementedError: VLLM_USE_V1=1 is not supported with Compute Capability < 8.0.",
 ]
 
 
