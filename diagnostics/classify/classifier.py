@@ -22,6 +22,7 @@ from functools import lru_cache, partial
 
 from diagnostics.classify.findings import MAX_STORED_LINE, Findings, stored
 from diagnostics.classify.normalize import (
+    access_line,
     clean_raw,
     continuation,
     normalize,
@@ -113,7 +114,7 @@ class Classifier:
             self._progress.error_level(self.lines)
         text = normalize(line)
         ids = _hit_ids(self.pack, text)
-        if not ids:
+        if not ids or access_line(text):
             return None
         clean = clean_raw(line) if plain else clean
         changed = None
@@ -139,7 +140,7 @@ class Classifier:
         clean, text = (wrapped.clean + rest).rstrip(), reshape(wrapped.text + rest)
         patterns = self.pack.patterns
         changed = None
-        for index in sorted(_hit_ids(self.pack, text)):
+        for index in () if access_line(text) else sorted(_hit_ids(self.pack, text)):
             pattern = patterns[index]
             if pattern.kind == "frame":
                 self._progress.frames.add(pattern.owner)

@@ -92,6 +92,19 @@ def _repr_exception() -> re.Pattern[str]:
     )
 
 
+@cache
+def _access_line() -> re.Pattern[str]:
+    # uvicorn's access line: '%s - "%s %s HTTP/%s" %d %s' (client host:port first).
+    return re.compile(r'\S+:\d+ - "[A-Z]{3,7} \S+ HTTP/\d(?:\.\d)?" \d{3}\b')
+
+
+def access_line(text: str) -> bool:
+    """Whether ``text`` (normalised) is an HTTP server's access line: the status in it is
+    the server's answer to a client (vLLM's API server, a proxy beside it), never a cause
+    of a failed start (a hub's 401 or 404 reads the same words)."""
+    return '" ' in text and _access_line().search(text) is not None
+
+
 def strip_ansi(line: str) -> str:
     if "\x1b" in line:
         line = _ansi().sub("", line)

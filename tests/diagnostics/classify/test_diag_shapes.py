@@ -367,3 +367,48 @@ def test_an_exception_class_named_otherwise_is_known_by_its_module(line):
 def test_a_logger_named_by_its_module_is_not_an_exception(line):
     diagnosis = classify_lines(["INFO 01-01 00:00:00 [loader.py:20] Loading weights", line])
     assert not diagnosis.failed
+
+
+ACCESS_STATUSES = [
+    "401 Unauthorized",  # vLLM started with --api-key, a client without it
+    "403 Forbidden",
+    "404 Not Found",  # a client asking for a model name vLLM does not serve
+    "429 Too Many Requests",
+    "500 Internal Server Error",
+    "503 Service Unavailable",
+]
+
+
+@pytest.mark.parametrize("status", ACCESS_STATUSES)
+@pytest.mark.parametrize(
+    "prefix", ["INFO:     ", "(APIServer pid=1) INFO:     ", "vllm-1     | INFO:     "]
+)
+def test_a_server_access_line_is_never_a_cause(status, prefix):
+    """The status in an HTTP server's access line is its answer to a client (vLLM's API
+    server, a proxy beside it), not the hub's: a served worker whose clients get 401 or
+    404 stays ready, whatever the hub rules read in those words."""
+    lines = [
+        "INFO 11-29 18:40:00 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "INFO:     Application startup complete.",
+        f'{prefix}172.20.0.3:48720 - "POST /v1/chat/completions HTTP/1.1" {status}',
+        f'{prefix}172.20.0.3:48722 - "GET /v1/models HTTP/1.1" 200 OK',
+    ]
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.state is State.READY, (status, diagnosis.rule)
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        (
+            "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+            "https://huggingface.co/api/models/org/missing/revision/main",
+            Category.MODEL_NOT_FOUND,
+        ),
+        ("huggingface_hub.errors.HfHubHTTPError: 404 Not Found", Category.MODEL_NOT_FOUND),
+        ("requests.exceptions.HTTPError: 401 Unauthorized", Category.GATED_MODEL),
+    ],
+)
+def test_a_hub_status_outside_an_access_line_still_reads_by_its_code(line, category):
+    diagnosis = classify_lines(["Traceback (most recent call last):", line])
+    assert diagnosis.category is category, diagnosis.rule
