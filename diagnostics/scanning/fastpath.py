@@ -157,11 +157,9 @@ def classify_blocks(
                 break
             if index < len(hits) and hits[index][0] == line_start:
                 index += 1
-            end = block.find(b"\n", line_start)
-            end = size if end < 0 else end
             lineno += block.count(b"\n", pos, line_start)
             pos = line_start
-            classifier.feed(block[line_start:end].decode("utf-8", "replace"), lineno + 1)
+            end = _feed_line(block, line_start, classifier, lineno + 1)
             follow = classifier.wants_next_line
             line_start = end + 1
         lineno += block.count(b"\n", pos) - piece
@@ -173,12 +171,19 @@ def _follow(block: bytes, classifier: Classifier, lineno: int) -> tuple[int, int
     line; where the first line not fed starts, and the lines before it."""
     at, size = 0, len(block)
     while at < size and classifier.wants_next_line:
-        end = block.find(b"\n", at)
-        end = size if end < 0 else end
-        classifier.feed(block[at:end].decode("utf-8", "replace"), lineno + 1)
+        end = _feed_line(block, at, classifier, lineno + 1)
         lineno += end < size
         at = end + 1
     return at, lineno
+
+
+def _feed_line(block: bytes, at: int, classifier: Classifier, number: int) -> int:
+    """Feed the line of ``block`` that starts at ``at`` as line ``number``; where it ends
+    (its line end, or the end of the block)."""
+    end = block.find(b"\n", at)
+    end = len(block) if end < 0 else end
+    classifier.feed(block[at:end].decode("utf-8", "replace"), number)
+    return end
 
 
 def _standing(classifier: Classifier) -> Standing:
