@@ -12,7 +12,9 @@ Captured values are read as numbers; sizes with a unit (``3.44 GiB``, ``270.00 M
 are converted to GiB so that sizes in different units compare. Only numbers, capture
 names, ``+ - * /``, comparisons, ``and``/``or``/``not`` and parentheses are allowed;
 a test whose numbers are missing or unreadable is false (the rule's own permanence
-stands).
+stands). A branch of ``or`` is judged on its own numbers: one whose numbers are missing
+is false and the others still decide (a message printed in several forms, each with
+its own figures: ``this > 0 or reserved > 0`` reads whichever the message gave).
 
 The pack's provenance section (where an exception was raised -> a category) is read
 by :mod:`diagnostics.pack.provenance`; its names stay importable from here.
@@ -93,12 +95,11 @@ class TransientIf(NamedTuple):
         numbers = {}
         for name in self.names:
             number = as_number(values.get(name))
-            if number is None:
-                return False
-            numbers[name] = number
+            if number is not None:
+                numbers[name] = number
         try:
             return bool(_evaluate(self.tree.body, numbers))
-        except ZeroDivisionError:
+        except (ZeroDivisionError, _Missing):
             return False
 
 
@@ -165,19 +166,34 @@ def _names(test: str) -> frozenset[str]:
     return frozenset(n.id for n in ast.walk(_tree(test)) if isinstance(n, ast.Name))
 
 
+class _Missing(LookupError):
+    """A name the test reads that the message did not give (or not as a number)."""
+
+
+def _branch(node: "ast.AST", numbers: Mapping[str, float]) -> bool:
+    """A branch of ``or``: false when its numbers are missing or it divides by zero."""
+    try:
+        return bool(_evaluate(node, numbers))
+    except (ZeroDivisionError, _Missing):
+        return False
+
+
 def _evaluate(node: "ast.AST", numbers: Mapping[str, float]) -> float | bool:
     import ast  # imported once the test was parsed: a lookup
 
     if isinstance(node, ast.Constant):
         return cast(float | bool, node.value)  # only numbers pass the load-time check
     if isinstance(node, ast.Name):
+        if node.id not in numbers:
+            raise _Missing(node.id)
         return numbers[node.id]
     if isinstance(node, ast.UnaryOp):
         value = _evaluate(node.operand, numbers)
         return (not value) if isinstance(node.op, ast.Not) else -value
     if isinstance(node, ast.BoolOp):
-        values = [_evaluate(v, numbers) for v in node.values]
-        return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node.op, ast.And):
+            return all(_evaluate(v, numbers) for v in node.values)
+        return any(_branch(v, numbers) for v in node.values)
     if isinstance(node, ast.BinOp):
         left, right = _evaluate(node.left, numbers), _evaluate(node.right, numbers)
         ops = {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}

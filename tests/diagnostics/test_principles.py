@@ -337,3 +337,59 @@ def test_host_memory_exhausted_in_pythons_words_is_oom(line):
 def test_a_container_killed_for_memory_is_oom(line):
     diagnosis = classify_lines(["INFO 01-01 00:00:00 [loader.py:1] Loading weights", line])
     assert (str(diagnosis.category), diagnosis.state) == ("oom", State.FAILED_PERMANENT)
+
+
+# 5. A host without a visible GPU is a fault (another host may have one); a vLLM that has
+# no GPU platform at all (native Windows or macOS, a build without its compiled ops) is a
+# requirement: every host of the same setup fails the same way.
+NO_DEVICE = "RuntimeError: Failed to infer device type"
+WINDOWS_FRAME = (
+    '  File "C:\\Users\\me\\proj\\.venv\\Lib\\site-packages\\vllm\\config.py", line 1659, in '
+    "__init__"
+)
+OPS_MISSING = (
+    "WARNING 03-05 22:14:10 _custom_ops.py:21] Failed to import from vllm._C with "
+    "ModuleNotFoundError(\"No module named 'vllm._C'\")"
+)
+DRIVER_MISSING = (
+    "WARNING 03-05 22:14:10 _custom_ops.py:21] Failed to import from vllm._C with "
+    "ImportError('libcuda.so.1: cannot open shared object file: No such file or directory')"
+)
+PLATFORM = [
+    ([NO_DEVICE], "cuda_fault", State.FAILED_TRANSIENT),
+    ([DRIVER_MISSING, *TB, NO_DEVICE], "cuda_fault", State.FAILED_TRANSIENT),
+    ([OPS_MISSING, *TB, NO_DEVICE], "model_requirement", State.FAILED_PERMANENT),
+    (
+        ["Traceback (most recent call last):", WINDOWS_FRAME, NO_DEVICE],
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    ),
+    # the order matters: a warning after the failure is not its cause
+    ([*TB, NO_DEVICE, OPS_MISSING], "cuda_fault", State.FAILED_TRANSIENT),
+    # Python's Unix-only modules are missing on native Windows: the host, not the image
+    (
+        [*TB, "ModuleNotFoundError: No module named 'fcntl'"],
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    ),
+    (
+        [*TB, "ModuleNotFoundError: No module named 'resource'"],
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    ),
+    (
+        [*TB, "AttributeError: module 'os' has no attribute 'sched_getaffinity'"],
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    ),
+    # any other missing module is the image's
+    ([*TB, "ModuleNotFoundError: No module named 'fcntl_tools'"], "other", State.FAILED_PERMANENT),
+]
+
+
+@pytest.mark.parametrize(("lines", "category", "state"), PLATFORM)
+def test_a_vllm_without_a_gpu_platform_is_a_requirement_a_host_without_a_gpu_a_fault(
+    lines, category, state
+):
+    diagnosis = classify_lines(lines)
+    assert (str(diagnosis.category), diagnosis.state) == (category, state), diagnosis

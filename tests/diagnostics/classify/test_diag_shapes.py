@@ -168,6 +168,37 @@ def test_oom_permanence_is_judged_on_memory_held_by_other_processes(others, stat
     assert (diagnosis.category, diagnosis.state) == (Category.OOM, state)
 
 
+@pytest.mark.parametrize(
+    "pools", ["", "with 128.00 MiB allocated in private pools (e.g., CUDA Graphs), "]
+)
+@pytest.mark.parametrize(
+    ("others", "state"),
+    [
+        (0.0, State.FAILED_PERMANENT),
+        (3.0, State.FAILED_PERMANENT),
+        (15.0, State.FAILED_PERMANENT),
+        (17.0, State.FAILED_TRANSIENT),
+        (60.0, State.FAILED_TRANSIENT),
+    ],
+)
+def test_oom_without_this_process_is_judged_on_what_pytorch_holds(others, state, pools):
+    """torch lists the GPU's processes and finds itself among them by PID; in a container
+    it does not, and prints no "this process has": what PyTorch holds in this process
+    (allocated and reserved) stands for it, with the same margin."""
+    mine = 80.0 - 1.0 - others  # vLLM's process: PyTorch's part and 0.5 GiB of its own
+    listed = f"Process 1253 has {others:.2f} GiB memory in use. " if others else ""
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.44 GiB. GPU 0 has a "
+        f"total capacity of 80.00 GiB of which 1.00 GiB is free. {listed}Process 40 has "
+        f"{mine:.2f} GiB memory in use. Of the allocated memory {mine - 0.75:.2f} GiB is "
+        f"allocated by PyTorch, {pools}and 256.00 MiB is reserved by PyTorch but unallocated. "
+        "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF"
+    )
+    diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+    assert (diagnosis.category, diagnosis.state) == (Category.OOM, state)
+    assert "3.44 GiB" in diagnosis.cause and "80.00 GiB" in diagnosis.cause
+
+
 def test_jupyter_traceback():
     lines = [
         "---------------------------------------------------------------------------",
