@@ -301,8 +301,8 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "engine-core-killed",
-        "oom",
-        True,
+        "other",
+        False,
         r"Failed core proc\(s\): \{'EngineCore': -9\}",
         extra=LOW_MEMORY,
         kill_title="VLLM::EngineCore",
@@ -310,7 +310,8 @@ CASES: tuple[Case, ...] = (
         notes="the engine process (title VLLM::EngineCore) is SIGKILLed as soon as its worker "
         "starts loading the model, standing in for the kernel's OOM killer (the way host RAM "
         "exhaustion ends a start); the output after the kill is vLLM's own, which names the "
-        "signal as exit code -9.",
+        "signal as exit code -9 but not why: label other (transient), a killed process with "
+        "no cause printed.",
     ),
     Case(
         "disk-full-download",

@@ -33,6 +33,10 @@ CHOSEN_VALUE = [
     "dtypes: [torch.float16]",
     "ValueError: BitsAndBytes quantization and QLoRA adapter only support 'bitsandbytes' "
     "load format, but got auto",
+    # a chosen value named with what it cannot be combined with
+    "ValueError: kv_cache_dtype fp8_e5m2 cannot be combined with the scales stored in this "
+    "checkpoint.",
+    "ValueError: attention_backend=FLASHINFER is incompatible with sliding window models.",
     # a KV-cache dtype named by its value
     "ValueError: fp8_e5m2 kv-cache is not supported with fp8 checkpoints.",
     "ValueError: nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) "
@@ -136,7 +140,14 @@ HOST = [
         "port=443): Max retries exceeded with url: /api/models/x/y",
         "network",
     ),
+    # a process killed with no cause printed: the shell's words, the exit code -9 or 137
     ("Killed", "other"),
+    ("Container exited with status 137", "other"),
+    (
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {'EngineCore_0': -9}",
+        "other",
+    ),
     (
         'docker: Error response from daemon: could not select device driver "" with '
         "capabilities: [[gpu]].",
@@ -216,7 +227,9 @@ def test_a_start_program_missing_from_the_image_is_permanent(lines):
 
 @pytest.mark.parametrize(("line", "category"), HOST)
 def test_what_another_host_or_minute_can_change_is_transient(line, category):
-    diagnosis = verdict(line) if line != "Killed" else classify_lines([line])
+    # a runner's report of the end stands alone; the others end a traceback
+    alone = line in ("Killed", "Container exited with status 137")
+    diagnosis = classify_lines([line]) if alone else verdict(line)
     assert (str(diagnosis.category), diagnosis.state) == (category, State.FAILED_TRANSIENT)
 
 
@@ -324,13 +337,13 @@ def test_host_memory_exhausted_in_pythons_words_is_oom(line):
 
 
 # The platform's report of a container the kernel killed for memory, without vLLM's
-# traceback: Kubernetes' status (alone or as kubectl describe prints it), exit 137.
+# traceback: Kubernetes' status (alone or as kubectl describe prints it), systemd's. An
+# exit code 137 alone (SIGKILL) does not say why: transient (HOST, above).
 @pytest.mark.parametrize(
     "line",
     [
         "OOMKilled",
         "      Reason:       OOMKilled",
-        "Container exited with status 137",
         "vllm.service: Failed with result 'oom-kill'.",
     ],
 )

@@ -20,14 +20,14 @@ PACK = shipped_pack()
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
     # A platform's report of the exit, after the start's last lines: a failed start (a
-    # SIGKILL is the OOM killer's; any other code, a cause not printed: transient).
+    # SIGKILL or any other code, a cause not printed: transient).
     (
         [
             "INFO 05-01 10:00:00 [loader.py:1] Loading safetensors checkpoint shards:  50% Completed | 1/2",
             "worker exited with exit code 137",
         ],
-        "oom",
-        True,
+        "other",
+        False,
     ),
     (
         ["INFO 05-01 10:00:00 [loader.py:1] Loading weights", "worker exited with exit code 1"],
@@ -725,8 +725,9 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
-    # processes that died: container exits, the kernel's OOM killer, crashes on a signal
-    (["vllm-1 exited with code 137"], "oom", True),
+    # processes that died: container exits (137, SIGKILL: no cause printed), the kernel's
+    # OOM killer named, crashes on a signal
+    (["vllm-1 exited with code 137"], "other", False),
     (
         ["  Last State:     Terminated", "    Reason:       OOMKilled", "    Exit Code:    137"],
         "oom",

@@ -125,7 +125,7 @@ WRAPPER = (
             "Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor.",
             "process-sigkilled",
         ),
-        # Other signals and unknown exit codes are not the OOM killer.
+        # Other signals and unknown exit codes are not a kill.
         (f"{WRAPPER} {{'EngineCore': -11}}", "engine-wrapper"),
         (
             "Worker proc VllmWorker-0 died unexpectedly (exit code: None), shutting down executor.",
@@ -134,7 +134,7 @@ WRAPPER = (
         (f"{WRAPPER} {{'EngineCore': -90}}", "engine-wrapper"),
     ],
 )
-def test_only_sigkill_is_read_as_the_oom_killer(line, rule):
+def test_only_sigkill_is_read_as_a_kill_with_no_cause(line, rule):
     assert rule_after_exit(f"(APIServer pid=1) ERROR 11-29 17:19:17 [utils.py:1] {line}") == rule
 
 
