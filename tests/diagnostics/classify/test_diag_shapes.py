@@ -443,3 +443,50 @@ def test_a_server_access_line_is_never_a_cause(status, prefix):
 def test_a_hub_status_outside_an_access_line_still_reads_by_its_code(line, category):
     diagnosis = classify_lines(["Traceback (most recent call last):", line])
     assert diagnosis.category is category, diagnosis.rule
+
+
+# An offline LLM(...) prints no ready marker until it processes prompts: the last step of
+# its engine's initialisation is its ready, unless the log shows the API server.
+ENGINE = [
+    "INFO 06-05 12:31:20 llm_engine.py:161] Initializing an LLM engine (v0.4.3) with config: "
+    "model='m', tokenizer='m'",
+    "INFO 06-05 12:32:41 model_runner.py:146] Loading model weights took 7.1183 GB",
+    "INFO 06-05 12:32:44 gpu_executor.py:83] # GPU blocks: 812, # CPU blocks: 682",
+]
+CAPTURED = "INFO 06-05 12:33:07 model_runner.py:924] Graph capturing finished in 21 secs."
+INITIALISED = (
+    "INFO 06-05 12:33:08 [core.py:1] init engine (profile, create kv cache, warmup model) took "
+    "35.20 seconds"
+)
+SERVER = {
+    "version": "INFO 06-05 12:31:19 api_server.py:177] vLLM API server version 0.4.3",
+    "args": "INFO 06-05 12:31:19 api_server.py:178] args: Namespace(host=None, port=8000)",
+    "serve": "(APIServer pid=1) INFO 06-05 12:31:19 [utils.py:1] non-default args: "
+    "{'model_tag': 'm', 'model': 'm'}",
+}
+
+
+@pytest.mark.parametrize("last", [CAPTURED, INITIALISED], ids=["graphs", "init-engine"])
+def test_an_offline_engine_that_finished_initialising_is_up(last):
+    offline_args = "INFO 06-05 12:31:19 [utils.py:1] non-default args: {'model': 'm'}"
+    for lines in ([*ENGINE, last], [offline_args, *ENGINE, last]):
+        for diagnosis in _both_ways(lines):
+            assert diagnosis.state is State.READY, diagnosis
+
+
+@pytest.mark.parametrize("server", SERVER.values(), ids=SERVER.keys())
+@pytest.mark.parametrize("last", [CAPTURED, INITIALISED], ids=["graphs", "init-engine"])
+def test_a_server_whose_engine_is_up_is_still_loading(server, last):
+    for diagnosis in _both_ways([server, *ENGINE, last]):
+        assert diagnosis.state is State.LOADING, diagnosis
+
+
+def test_an_engine_not_yet_up_or_failed_after_it_is_not_ready():
+    for diagnosis in _both_ways(ENGINE):
+        assert diagnosis.state is State.LOADING
+    failed = [*ENGINE, CAPTURED, "Traceback (most recent call last):", "RuntimeError: boom"]
+    for diagnosis in _both_ways(failed):
+        assert diagnosis.state is State.FAILED_TRANSIENT
+    # vLLM gone (the worker's view): an engine that came up and exited failed
+    classifier = Classifier(PACK).feed_all([*ENGINE, CAPTURED])
+    assert classifier.diagnosis(exited=True).state is State.FAILED_TRANSIENT
