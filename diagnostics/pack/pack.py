@@ -64,6 +64,9 @@ ERROR_LEVEL = (
     r" - (?:ERROR|CRITICAL) - ",
     r"\[(?:ERROR|CRITICAL)\]",
     r" \| (?:ERROR|CRITICAL) +\| ",
+    # glog's E level, as Ray's and gRPC's native code print it
+    r"^E\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+:\d+\] ",
+    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} E \d+ \d+\] ",
     # vLLM's report that its processes wait on each other (a hang, or slow work): a
     # warning, never a verdict while vLLM runs, but a log that ends on it stopped there
     r"No available shared memory broadcast block found in \d+ seconds",

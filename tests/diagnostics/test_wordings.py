@@ -744,6 +744,35 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     (["Fatal Python error: Segmentation fault"], "other", False),
     (["*** SIGSEGV received at time=1700000000 on cpu 3 ***"], "other", False),
     (["terminate called after throwing an instance of 'std::runtime_error'"], "other", False),
+    (["terminate called without an active exception"], "other", False),
+    # native code's fatal log line (glog, as Ray and gRPC print it): the process aborts
+    (
+        ["F0605 12:33:07.123456  1234 node_manager.cc:100] Check failed: status.ok()"],
+        "other",
+        False,
+    ),
+    (
+        ["[2024-06-05 12:33:07,123 F 1234 5678] core_worker.cc:123: Check failed: ok"],
+        "other",
+        False,
+    ),
+    # a log that ends after native code's error line (glog's E level) failed
+    (
+        [
+            "INFO 06-05 12:31:20 llm_engine.py:161] Initializing an LLM engine (v0.4.3)",
+            "E0605 12:33:07.123456  1234 gcs_client.cc:100] Failed to connect to GCS within 60 s",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "INFO 06-05 12:31:20 llm_engine.py:161] Initializing an LLM engine (v0.4.3)",
+            "(raylet) [2024-06-05 12:33:07,123 E 1234 5678] core_worker.cc:123: Check failed",
+        ],
+        "other",
+        False,
+    ),
     (
         [
             "terminate called after throwing an instance of 'c10::Error'",
