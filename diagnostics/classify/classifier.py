@@ -199,13 +199,7 @@ class Classifier:
             return render_hit(findings.late, context, None, self.redact, may)
         gone, provenance = exited or exit_code is not None, self.pack.provenance
         verdict = unmatched(progress, self.recent, provenance, self.redact, gone, exit_code)
-        if verdict is not None:
-            return verdict
-        if self.phase is State.LOADING and "engine_up" in context and "server" not in context:
-            # An engine that finished initialising with no API server in the log: an
-            # offline LLM(...) that is up (its last step is its ready marker).
-            return Diagnosis(state=State.READY)
-        return Diagnosis(state=self.phase)
+        return verdict if verdict is not None else Diagnosis(state=self.phase)
 
     def _phase_marker(self, pattern: Pattern, groups: Mapping[str, str | None]) -> State | None:
         self._progress.context.update({k: v for k, v in groups.items() if v})

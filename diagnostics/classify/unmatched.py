@@ -1,10 +1,11 @@
-"""The verdicts of a failed start no rule reads, from the shape of its log: it ends inside
-a traceback (judged by where it was raised when the frames say), it ends after an error
-logged at level ERROR, or vLLM exited; and the evidence lines they quote."""
+"""The verdicts of a log no rule reads, from its shape: a failed start that ends inside a
+traceback (judged by where it was raised when the frames say), ends after an error
+logged at level ERROR, or whose vLLM exited; an offline engine that is up; and the
+evidence lines they quote."""
 
 from __future__ import annotations
 
-from collections.abc import Reversible
+from collections.abc import Mapping, Reversible
 
 from diagnostics.classify.normalize import clean_raw
 from diagnostics.classify.progress import Progress
@@ -23,8 +24,8 @@ def unmatched(
     exit_code: int | None,
 ) -> Diagnosis | None:
     """The verdict when no rule's finding stands: a log that ends in a traceback or after
-    an error line (while vLLM runs, or the log ends), or vLLM exited; None: a start
-    under way."""
+    an error line (while vLLM runs, or the log ends), or vLLM exited; an offline engine
+    that is up (ready); None: a start under way."""
     if exited:
         return no_rule_matched(last_evidence(recent, redactor), exit_code, progress.phase)
     if progress.traceback is not None:
@@ -33,7 +34,18 @@ def unmatched(
         return by_origin or ends_in_traceback(evidence)
     if progress.error is not None:
         return ends_after_error(line_evidence(recent, progress.error, redactor))
+    if offline_engine_up(progress.phase, progress.context):
+        return Diagnosis(state=State.READY)
     return None
+
+
+def offline_engine_up(phase: State, context: Mapping[str, str]) -> bool:
+    """Whether a log with no failure shows an offline ``LLM(...)`` that is up: its engine
+    finished initialising (a phase marker captured ``engine_up``: graphs captured, "init
+    engine ... took", its last step) and nothing shows an API server (``server``: its
+    version line, ``args: Namespace(``, ``vllm serve``'s model_tag), which would still
+    have to start."""
+    return phase is State.LOADING and "engine_up" in context and "server" not in context
 
 
 def _transient_other(rule: str, evidence: Evidence | None, cause: str, fix: str) -> Diagnosis:
