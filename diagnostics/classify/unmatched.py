@@ -42,10 +42,12 @@ def unmatched(
 def offline_engine_up(phase: State, context: Mapping[str, str]) -> bool:
     """Whether a log with no failure shows an offline ``LLM(...)`` that is up: its engine
     finished initialising (a phase marker captured ``engine_up``: graphs captured, "init
-    engine ... took", its last step) and nothing shows an API server (``server``: its
+    engine ... took", its last step; or, for an engine configured ``enforce_eager=True``,
+    ``kv_blocks``: its KV cache sized) and nothing shows an API server (``server``: its
     version line, ``args: Namespace(``, ``vllm serve``'s model_tag), which would still
     have to start."""
-    return phase is State.LOADING and "engine_up" in context and "server" not in context
+    up = "engine_up" in context or ("eager" in context and "kv_blocks" in context)
+    return phase is State.LOADING and up and "server" not in context
 
 
 def _transient_other(rule: str, evidence: Evidence | None, cause: str, fix: str) -> Diagnosis:

@@ -485,6 +485,19 @@ def test_a_server_whose_engine_is_up_is_still_loading(server, last):
         assert diagnosis.state is State.LOADING, diagnosis
 
 
+def test_an_eager_offline_engine_is_up_once_its_kv_cache_is_sized():
+    """No graphs to capture: "# GPU blocks" is the last step of an engine configured
+    enforce_eager=True (vLLM before 0.6.4 prints nothing after it)."""
+    eager = [ENGINE[0] + ", enforce_eager=True, kv_cache_dtype=auto", *ENGINE[1:]]
+    for diagnosis in _both_ways(eager):
+        assert diagnosis.state is State.READY, diagnosis
+    graphs = [ENGINE[0] + ", enforce_eager=False, kv_cache_dtype=auto", *ENGINE[1:]]
+    for diagnosis in _both_ways(graphs):  # its graphs are still to be captured
+        assert diagnosis.state is State.LOADING, diagnosis
+    for diagnosis in _both_ways([SERVER["args"], *eager]):
+        assert diagnosis.state is State.LOADING, diagnosis
+
+
 def test_an_engine_not_yet_up_or_failed_after_it_is_not_ready():
     for diagnosis in _both_ways(ENGINE):
         assert diagnosis.state is State.LOADING
