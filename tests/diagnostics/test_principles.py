@@ -160,6 +160,13 @@ HOST = [
         "network",
     ),
     ("curl: (6) Could not resolve host: huggingface.co", "network"),
+    # a download that failed, raised without a status: the network (another minute)
+    (
+        "openai_harmony.HarmonyError: error downloading or loading vocab file: failed to "
+        "download or load vocab file",
+        "network",
+    ),
+    ("RuntimeError: Failed to download the model files from s3://bucket/model", "network"),
     # the driver's libraries are the host's (mounted by the container runtime)
     (
         "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory",
@@ -248,6 +255,7 @@ STATUS = [
         "model_not_found",
     ),
     ("huggingface_hub.errors.HfHubHTTPError: 404 Client Error", "model_not_found"),
+    ("OSError: Failed to download config.json: 404 Client Error: Not Found", "model_not_found"),
     (
         "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found "
         f"for url: {URL}",
