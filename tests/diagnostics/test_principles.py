@@ -47,6 +47,9 @@ CHOSEN_VALUE = [
     "draft model.",
     "NotImplementedError: VLLM_USE_V1=1 is not supported with --preemption-mode.",
     "NotImplementedError: VLLM_USE_V1=1 is not supported with Compute Capability < 8.0.",
+    # a feature vLLM offers through one engine, chosen with another (catalogued)
+    "NotImplementedError: Pipeline parallelism is only supported through AsyncLLMEngine as "
+    "performance will be severely degraded otherwise.",
 ]
 
 
@@ -59,6 +62,9 @@ def test_a_chosen_value_vllm_rejects_is_bad_config(line, deep):
 
 # 2. CUDA out of memory in every wording is oom; any other CUDA/HIP error is cuda_fault.
 OUT_OF_MEMORY = [
+    # other accelerators' runtimes: XLA on a TPU
+    "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. "
+    "Ran out of memory in memory space hbm. Used 17.21G of 15.48G hbm.",
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a "
     "total capacity of 23.60 GiB of which 100.00 MiB is free.",
     "RuntimeError: CUDA error: out of memory",
@@ -76,6 +82,11 @@ OTHER_CUDA = [
     "RuntimeError: HIP error: invalid device function",
     "RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx`",
     "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+    # ROCm's math libraries and its kernel driver's page-fault report
+    "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such "
+    "file or directory for GPU arch : gfx1036",
+    "Memory access fault by GPU node-2 (Agent handle: 0x55d0c0) on address 0x7f1b00000. "
+    "Reason: Page not present or supervisor privilege.",
 ]
 
 
@@ -280,6 +291,25 @@ STATUS = [
 ]
 
 
+LOOKUP = "ValueError: No supported config format found in google/gemma-2-9b-it."
+OFFLINE = [
+    "ExecStart=/usr/bin/env HF_HUB_OFFLINE=1 /opt/venv/bin/vllm serve google/gemma-2-9b-it",
+    "  HF_HUB_OFFLINE:  1",
+    "export TRANSFORMERS_OFFLINE=1",
+]
+
+
+@pytest.mark.parametrize("offline", OFFLINE)
+def test_a_lookup_that_failed_with_the_hub_switched_off_is_an_offline_cache_miss(offline):
+    """vLLM's lookup conclusion alone is the hub's refusal (gated_model); after the log
+    showed the hub switched off, it is a cache miss (network, transient)."""
+    alone = classify_lines([*TB, LOOKUP])
+    assert (str(alone.category), alone.state) == ("gated_model", State.FAILED_PERMANENT)
+    diagnosis = classify_lines([offline, *TB, LOOKUP])
+    assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)
+    assert "google/gemma-2-9b-it " in diagnosis.cause
+
+
 @pytest.mark.parametrize(("line", "category"), STATUS)
 def test_a_hub_status_is_judged_by_its_code(line, category):
     diagnosis = verdict(line)
@@ -379,7 +409,8 @@ DRIVER_MISSING = (
 PLATFORM = [
     ([NO_DEVICE], "cuda_fault", State.FAILED_TRANSIENT),
     ([DRIVER_MISSING, *TB, NO_DEVICE], "cuda_fault", State.FAILED_TRANSIENT),
-    ([OPS_MISSING, *TB, NO_DEVICE], "model_requirement", State.FAILED_PERMANENT),
+    # vLLM's compiled ops not a module of the install: what the image lacks
+    ([OPS_MISSING, *TB, NO_DEVICE], "other", State.FAILED_PERMANENT),
     (
         ["Traceback (most recent call last):", WINDOWS_FRAME, NO_DEVICE],
         "model_requirement",
@@ -400,6 +431,22 @@ PLATFORM = [
     ),
     (
         [*TB, "AttributeError: module 'os' has no attribute 'sched_getaffinity'"],
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    ),
+    # a CPU without the instructions the build uses (SIGILL), however the end is reported
+    (["Illegal instruction (core dumped)"], "model_requirement", State.FAILED_PERMANENT),
+    (
+        [
+            *TB,
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed "
+            "core proc(s): {'EngineCore_0': -4}",
+        ],
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    ),
+    (
+        ["[1873202.41] traps: VLLM::EngineCor[58] trap invalid opcode ip:7f3b sp:7ffd error:0"],
         "model_requirement",
         State.FAILED_PERMANENT,
     ),

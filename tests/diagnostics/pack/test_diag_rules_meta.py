@@ -51,6 +51,8 @@ def _fixtures_matching(rule) -> list[str]:
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
     "vllm-without-gpu-platform": "test_principles.PLATFORM",
+    "vllm-build-without-platform-ops": "test_principles.PLATFORM",
+    "cpu-instruction-set-requirement": "test_principles.PLATFORM",
     "vllm-on-windows": "test_principles.PLATFORM",
 }
 
