@@ -308,6 +308,10 @@ def test_a_lookup_that_failed_with_the_hub_switched_off_is_an_offline_cache_miss
     diagnosis = classify_lines([offline, *TB, LOOKUP])
     assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)
     assert "google/gemma-2-9b-it " in diagnosis.cause
+    # a local folder that is not there is not a cache miss, offline or not
+    local = "ValueError: No supported config format found in /models/gemma-2-9b-it."
+    diagnosis = classify_lines([offline, *TB, local])
+    assert diagnosis.state is State.FAILED_PERMANENT
 
 
 @pytest.mark.parametrize(("line", "category"), STATUS)
