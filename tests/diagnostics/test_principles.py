@@ -62,7 +62,9 @@ def test_a_chosen_value_vllm_rejects_is_bad_config(line, deep):
 
 # 2. CUDA out of memory in every wording is oom; any other CUDA/HIP error is cuda_fault.
 OUT_OF_MEMORY = [
-    # other accelerators' runtimes: XLA on a TPU
+    # other accelerators' runtimes: XLA on a TPU, Habana's device memory on a Gaudi
+    "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for "
+    "size::2147483648 (2048)MB",
     "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. "
     "Ran out of memory in memory space hbm. Used 17.21G of 15.48G hbm.",
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a "
@@ -82,6 +84,9 @@ OTHER_CUDA = [
     "RuntimeError: HIP error: invalid device function",
     "RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx`",
     "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+    # the other vendors' collective libraries (Ascend's HCCL)
+    "RuntimeError: create:torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:2210 HCCL function "
+    "error: HcclGetRootInfo(&hcclID), error code is 7",
     # ROCm's math libraries and its kernel driver's page-fault report
     "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such "
     "file or directory for GPU arch : gfx1036",
@@ -154,6 +159,7 @@ HOST = [
     # a process killed with no cause printed: the shell's words, the exit code -9 or 137
     ("Killed", "other"),
     ("Container exited with status 137", "other"),
+    ("RuntimeError: No HIP GPUs are available", "cuda_fault"),
     (
         "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
         "proc(s): {'EngineCore_0': -9}",
