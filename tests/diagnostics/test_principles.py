@@ -47,6 +47,13 @@ CHOSEN_VALUE = [
     "draft model.",
     "NotImplementedError: VLLM_USE_V1=1 is not supported with --preemption-mode.",
     "NotImplementedError: VLLM_USE_V1=1 is not supported with Compute Capability < 8.0.",
+    # a file an option names that is not there or not usable: the path or file chosen
+    "ValueError: The supplied chat template (/templates/x.jinja) looks like a file path, "
+    "but it failed to be opened. Reason: [Errno 2] No such file or directory",
+    "FileNotFoundError: [Errno 2] No such file or directory: '/templates/tools.jinja'",
+    "FileNotFoundError: [Errno 2] No such file or directory: '/certs/server.pem'",
+    "ssl.SSLError: [SSL] PEM lib (_ssl.c:3900)",
+    "ssl.SSLError: [SSL: KEY_VALUES_MISMATCH] key values mismatch (_ssl.c:3926)",
     # a feature vLLM offers through one engine, chosen with another (catalogued)
     "NotImplementedError: Pipeline parallelism is only supported through AsyncLLMEngine as "
     "performance will be severely degraded otherwise.",
@@ -118,6 +125,10 @@ def test_any_other_cuda_error_is_a_transient_fault(line, traceback):
 
 # 3. Permanence follows the image: what a restart on the same image cannot change.
 IMAGE = [
+    # transformers' checks of an optional backend, in their own lines
+    "You need to have sentencepiece installed to convert a slow tokenizer to a fast one.",
+    "ImportError: LlamaTokenizer requires the SentencePiece library but it was not found in "
+    "your environment. Checkout the instructions on the installation page of its repo",
     "ModuleNotFoundError: No module named 'flash_attn'",
     "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory",
     "ImportError: /opt/venv/lib/python3.12/site-packages/vllm/_C.abi3.so: undefined symbol: "
