@@ -309,14 +309,15 @@ STATUS = [
 
 
 LOOKUP = "ValueError: No supported config format found in google/gemma-2-9b-it."
-OFFLINE = [
-    "ExecStart=/usr/bin/env HF_HUB_OFFLINE=1 /opt/venv/bin/vllm serve google/gemma-2-9b-it",
-    "  HF_HUB_OFFLINE:  1",
-    "export TRANSFORMERS_OFFLINE=1",
-]
+# where a log shows the hub switched off: a unit file, kubectl describe, a shell
+OFFLINE = {
+    "unit": "ExecStart=/usr/bin/env HF_HUB_OFFLINE=1 /opt/venv/bin/vllm serve org/model",
+    "describe": "  HF_HUB_OFFLINE:  1",
+    "shell": "export TRANSFORMERS_OFFLINE=1",
+}
 
 
-@pytest.mark.parametrize("offline", OFFLINE)
+@pytest.mark.parametrize("offline", OFFLINE.values(), ids=OFFLINE.keys())
 def test_a_lookup_that_failed_with_the_hub_switched_off_is_an_offline_cache_miss(offline):
     """vLLM's lookup conclusion alone is the hub's refusal (gated_model); after the log
     showed the hub switched off, it is a cache miss (network, transient)."""
