@@ -97,10 +97,7 @@ class TransientIf(NamedTuple):
             number = as_number(values.get(name))
             if number is not None:
                 numbers[name] = number
-        try:
-            return bool(_evaluate(self.tree.body, numbers))
-        except (ZeroDivisionError, _Missing):
-            return False
+        return _branch(self.tree.body, numbers)
 
 
 @cache
@@ -171,7 +168,8 @@ class _Missing(LookupError):
 
 
 def _branch(node: "ast.AST", numbers: Mapping[str, float]) -> bool:
-    """A branch of ``or``: false when its numbers are missing or it divides by zero."""
+    """A test, or a branch of ``or``: false when its numbers are missing or it divides
+    by zero."""
     try:
         return bool(_evaluate(node, numbers))
     except (ZeroDivisionError, _Missing):

@@ -142,21 +142,23 @@ def test_free_memory_permanence_is_judged_on_the_numbers(free, total, util, stat
         assert "another process holds the GPU" in diagnosis.cause
 
 
-@pytest.mark.parametrize(
-    ("others", "state"),
-    [
-        # Of an 80 GiB GPU with 1 GiB free, vLLM holds the rest but what others hold.
-        # Others within the slack vLLM's default share leaves (0.1) and a tenth more:
-        # vLLM's own configuration does not fit.
-        (0.0, State.FAILED_PERMANENT),
-        (8.0, State.FAILED_PERMANENT),
-        (15.0, State.FAILED_PERMANENT),
-        # Beyond it: another process holds the GPU (a host condition).
-        (17.0, State.FAILED_TRANSIENT),
-        (34.0, State.FAILED_TRANSIENT),
-        (74.0, State.FAILED_TRANSIENT),
-    ],
-)
+# GiB other processes hold of an 80 GiB GPU with 1 GiB free (vLLM holds the rest), and the
+# verdict. Others within the slack vLLM's default share leaves (0.1) and a tenth more:
+# vLLM's own configuration does not fit; beyond it, another process holds the GPU (a
+# host condition).
+HELD_BY_OTHERS = [
+    (0.0, State.FAILED_PERMANENT),
+    (3.0, State.FAILED_PERMANENT),
+    (8.0, State.FAILED_PERMANENT),
+    (15.0, State.FAILED_PERMANENT),
+    (17.0, State.FAILED_TRANSIENT),
+    (34.0, State.FAILED_TRANSIENT),
+    (60.0, State.FAILED_TRANSIENT),
+    (74.0, State.FAILED_TRANSIENT),
+]
+
+
+@pytest.mark.parametrize(("others", "state"), HELD_BY_OTHERS)
 def test_oom_permanence_is_judged_on_memory_held_by_other_processes(others, state):
     """Others holding more than a fifth of the GPU: the slack vLLM's default share (0.9)
     leaves, and a tenth more (gpu-free-memory-below-utilization's margin)."""
@@ -175,16 +177,7 @@ def test_oom_permanence_is_judged_on_memory_held_by_other_processes(others, stat
 @pytest.mark.parametrize(
     "pools", ["", "with 128.00 MiB allocated in private pools (e.g., CUDA Graphs), "]
 )
-@pytest.mark.parametrize(
-    ("others", "state"),
-    [
-        (0.0, State.FAILED_PERMANENT),
-        (3.0, State.FAILED_PERMANENT),
-        (15.0, State.FAILED_PERMANENT),
-        (17.0, State.FAILED_TRANSIENT),
-        (60.0, State.FAILED_TRANSIENT),
-    ],
-)
+@pytest.mark.parametrize(("others", "state"), HELD_BY_OTHERS)
 def test_oom_without_this_process_is_judged_on_what_pytorch_holds(others, state, pools):
     """torch lists the GPU's processes and finds itself among them by PID; in a container
     it does not, and prints no "this process has": what PyTorch holds in this process
