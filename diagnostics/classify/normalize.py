@@ -80,6 +80,10 @@ def _pydantic_v1() -> re.Pattern[str]:
     return re.compile(r"^\s*(?P<msg>\S.*?) \(type=value_error(?:\.\w+)?\)\s*$")
 
 
+# The class vLLM 0.5's worker report is read as (see reshape).
+WORKER_REPORT = "WorkerException"
+
+
 @cache
 def _worker_report() -> re.Pattern[str]:
     return re.compile(r"Exception in worker \S+ while processing method \w+: (?P<msg>.+)$")
@@ -145,7 +149,10 @@ def reshape(text: str) -> str:
     if "(type=value_error" in text and (found := _pydantic_v1().match(text)):
         return f"Value error, {found.group('msg')} [type=value_error]"
     if "while processing method" in text and (found := _worker_report().search(text)):
-        return f"Exception: {found.group('msg').rstrip()}"
+        # A report of the worker's exception, whose own traceback follows (ending in the
+        # exception line, which shows where it was raised): read by the rules that name
+        # its message, else a consequence (rule worker-exception-report).
+        return f"{WORKER_REPORT}: {found.group('msg').rstrip()}"
     text = text.rstrip()
     # An exception logged as its repr (vLLM 0.6's engine: logger.error(repr(e))).
     if text.endswith(("')", '")')) and (found := _repr_exception().match(text)):

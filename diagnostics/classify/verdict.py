@@ -25,6 +25,7 @@ from collections.abc import Callable, Container, Mapping
 from functools import cache
 
 from diagnostics.classify.findings import Hit, captures, joined
+from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
 from diagnostics.model import Category, Diagnosis, Evidence, State
 from diagnostics.pack.catalogue import load_catalogue
@@ -72,10 +73,10 @@ def render_hit(
     prefilter (``captures``)."""
     evidence = Evidence(hit.line, redactor(hit.raw))
     captured = {**context, **captures(hit, may_match)}
-    if provenance is not None and hit.rule.kind == "structure":
-        # Generic structure (an exception line, pydantic's or a worker's wrapper): the
-        # catalogued message it holds says what failed; else, for the last resort, where
-        # it was raised.
+    if provenance is not None and (hit.rule.kind == "structure" or _worker_report(hit)):
+        # Generic structure (an exception line, pydantic's wrapper) or a worker's report
+        # of its exception (a consequence: its traceback follows): the catalogued message
+        # it holds says what failed; else, for the last resort, where it was raised.
         found = judged_by_catalogue(provenance, hit, captured, evidence, redactor)
         if found is None and refinable(hit.rule):
             found = judged_by_origin(provenance, hit.origin, evidence, hit, captured, redactor)
@@ -104,7 +105,8 @@ def judged_by_catalogue(
     entry = found.entry
     category = entry.category
     cls = _exception_class(hit, captured)
-    if cls in ("", "Exception", "Error") and not entry.exception.startswith("logger."):
+    wrapper_word = cls in ("", "Exception", "Error", WORKER_REPORT)
+    if wrapper_word and not entry.exception.startswith("logger."):
         cls = entry.exception.rsplit(".", 1)[-1]  # a wrapper's word: the type raised there
     deterministic = cls in provenance.deterministic and provenance.raised_by_own_code(entry.file)
     permanent = category not in _HOST and (entry.permanent or deterministic)
@@ -187,6 +189,11 @@ _FIX = {
 _OTHER_FIX = "A restart may help; the attached output names what failed."
 # What another host or another minute can change: never permanent by provenance.
 _HOST = frozenset({Category.CUDA_FAULT, Category.NETWORK})
+
+
+def _worker_report(hit: Hit) -> bool:
+    """A worker's report that no rule naming its message read (a consequence)."""
+    return hit.rule.kind == "consequence" and hit.text.startswith(f"{WORKER_REPORT}: ")
 
 
 def refinable(rule: Rule) -> bool:

@@ -22,6 +22,12 @@ FRAMES = [
     '  File "/usr/local/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 80, in __init__',
     "    self.model_executor = executor_class(vllm_config)",
 ]
+# vLLM 0.5's report of a worker's exception, printed before the worker's own traceback.
+WORKER_REPORT = (
+    "(VllmWorkerProcess pid=9) ERROR 01-01 00:00:00 multiproc_worker_utils.py:226] "
+    "Exception in worker VllmWorkerProcess while processing method load_model: {message}, "
+    "Traceback (most recent call last):"
+)
 # Specific causes, one per family (the exception line ends a traceback).
 CAUSES = {
     "oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
@@ -70,6 +76,7 @@ CONSEQUENCES = {
     "broken-pipe": ["BrokenPipeError: [Errno 32] Broken pipe"],
     "fatal-signal": ["*** SIGSEGV received at time=1700000000 on cpu 3 ***"],
     "unknown-exception": ["RuntimeError: something nobody catalogued went wrong"],
+    "worker-report": [WORKER_REPORT.format(message="something nobody catalogued went wrong")],
     "ends-in-traceback": FRAMES,
 }
 PREFIXES = {
@@ -166,6 +173,29 @@ def test_a_specific_cause_beats_generic_structure_printed_before_it():
 def test_generic_structure_beats_a_consequence_printed_before_it():
     lines = ["Killed", *FRAMES, "ModuleNotFoundError: No module named 'flash_attn'"]
     assert _both_paths(lines).rule == "broken-environment"
+
+
+def test_a_worker_report_yields_to_the_exception_line_of_its_traceback():
+    """The report comes before the worker's own traceback, whose exception line shows
+    where it was raised: that line is judged (here by its frames: a ValueError raised in
+    vLLM's configuration code is bad_config, permanent); the report alone says what the worker
+    reported; a catalogued message in it is judged by the catalogue."""
+    message = "frobnication level 7 is out of range"
+    report = WORKER_REPORT.format(message=message)
+    prefix = "(VllmWorkerProcess pid=9) ERROR 01-01 00:00:00 multiproc_worker_utils.py:226] "
+    traceback = [
+        prefix + '  File "/usr/lib/python3.10/site-packages/vllm/config.py", line 9, in __init__',
+        prefix + "    raise ValueError(",
+        prefix + f"ValueError: {message}",
+    ]
+    judged = _both_paths([report, *traceback])
+    assert (judged.category.value, judged.permanent) == ("bad_config", True), judged.rule
+    assert judged.evidence is not None and judged.evidence.text.endswith(message)
+    alone = _both_paths([report])
+    assert (alone.rule, alone.permanent) == ("worker-exception-report", False)
+    assert message in alone.cause
+    catalogued = _both_paths([WORKER_REPORT.format(message=CAUSES["model_requirement"][12:])])
+    assert (catalogued.category.value, catalogued.permanent) == ("model_requirement", True)
 
 
 # The socket's words in a log message, as torch's rendezvous, NCCL and Ray print them
