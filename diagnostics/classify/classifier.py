@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from functools import lru_cache, partial
 
-from diagnostics.classify.findings import MAX_STORED_LINE, Findings, stored
+from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored
 from diagnostics.classify.normalize import (
     access_line,
     clean_raw,
@@ -194,7 +194,8 @@ class Classifier:
         findings, progress, context = self._findings, self._progress, self._progress.context
         may = partial(_may_match, self.pack)
         if findings.best is not None:
-            return render_hit(findings.best, context, self.pack.provenance, self.redact, may)
+            best = _with_frames_after_header(findings.best, progress)
+            return render_hit(best, context, self.pack.provenance, self.redact, may)
         if findings.late is not None and (exited or exit_code is not None):
             return render_hit(findings.late, context, None, self.redact, may)
         gone, provenance = exited or exit_code is not None, self.pack.provenance
@@ -211,6 +212,18 @@ class Classifier:
             # Whatever matched before did not stop vLLM from serving.
             self._findings.clear()
         return self._progress.enter(name)
+
+
+def _with_frames_after_header(hit: Hit, progress: Progress) -> Hit:
+    """An IPython header names the class before the frames: the exception it reads was
+    raised where the frames after it end (its traceback's innermost frame, while no
+    other traceback began)."""
+    origin, now = hit.origin, progress.origin
+    if origin is None or origin.path or not origin.header_class or now is None:
+        return hit
+    if hit.chain != progress.chain or now.header_class != origin.header_class:
+        return hit
+    return hit._replace(origin=now)
 
 
 def _read_class(classifier: Classifier, cls: str, clean: str) -> None:

@@ -145,7 +145,7 @@ def _judged(
         rule=f"{how}-{str(category).replace('_', '-')}",
         evidence=evidence,
         cause=" ".join(redactor(cause).split()),
-        fix=_FIX.get(category, _OTHER_FIX) + _RESTART.get((category.permanent, permanent), ""),
+        fix=_fix(category, permanent),
     )
 
 
@@ -187,6 +187,20 @@ _FIX = {
     Category.CUDA_FAULT: "A restart on another host may help.",
 }
 _OTHER_FIX = "A restart may help; the attached output names what failed."
+# Other, but raised by vLLM's own code while the engine is built: the same each start.
+_OTHER_PERMANENT_FIX = (
+    "vLLM rejects this start the same way each time: change the setting the message "
+    "names, or use an image with another vLLM version. A restart on the same settings "
+    "fails the same way."
+)
+
+
+def _fix(category: Category, permanent: bool) -> str:
+    if category is Category.OTHER and permanent:
+        return _OTHER_PERMANENT_FIX
+    return _FIX.get(category, _OTHER_FIX) + _RESTART.get((category.permanent, permanent), "")
+
+
 # What another host or another minute can change: never permanent by provenance.
 _HOST = frozenset({Category.CUDA_FAULT, Category.NETWORK})
 
@@ -228,10 +242,14 @@ def judged_by_origin(
     if category is None and hit is not None and (log := _log_file().search(hit.raw)):
         category = provenance.of_log_file(log.group("file"))
         where, own = f"vLLM's {log.group('file')}", "vllm" in provenance.deterministic_in
-    if category is None:
-        return None
-    permanent = category.permanent and (confirmed or bool(header))
     deterministic = (cls or header) in provenance.deterministic
+    if category is None:
+        if not (deterministic and own and confirmed):
+            return None
+        # Raised by vLLM's own code where no category holds most raise sites: still
+        # deterministic, so permanent (other) rather than "a restart may help".
+        category = Category.OTHER
+    permanent = category.permanent and (confirmed or bool(header))
     if deterministic and own and category not in _HOST:
         permanent = True
     if category is Category.OTHER and not permanent:
@@ -240,7 +258,8 @@ def judged_by_origin(
     raised = f"{cls or header or 'An exception'} raised in {where}"
     cause = f"{raised}: {detail}" if detail else f"{raised} (its message is not in the log)."
     if permanent and deterministic and own:
-        cause += _SAME_WAY.format(where=" there", checks=f" ({category} checks)")
+        checks = "" if category is Category.OTHER else f" ({category} checks)"
+        cause += _SAME_WAY.format(where=" there", checks=checks)
     return _judged("raised-in", category, permanent, evidence, cause, redactor)
 
 
