@@ -132,6 +132,15 @@ CASES: tuple[Case, ...] = (
         expect_exit=2,
     ),
     Case(
+        "lora-adapter-missing",
+        "model_not_found",
+        True,
+        r"No adapter found|does not exist|not found",
+        extra=("--enable-lora", "--lora-modules", "sql=/nonexistent/sql-adapter", *LOW_MEMORY),
+        notes="A LoRA adapter named at start (--lora-modules) whose path does not exist. "
+        + LOW_MEMORY_NOTE,
+    ),
+    Case(
         "bad-int-value",
         "bad_config",
         True,

@@ -34,7 +34,7 @@ from diagnostics.classify.unmatched import unmatched
 from diagnostics.classify.verdict import render_hit, render_rule
 from diagnostics.classify.wrapping import Wrapped, carry, continues
 from diagnostics.model import Diagnosis, State
-from diagnostics.pack.rules import PHASES, Pattern, Rule, RulePack, load_pack
+from diagnostics.pack.rules import PHASES, Pattern, RulePack, load_pack
 from diagnostics.redaction.redact import Redactor, redact
 
 # The parts live in diagnostics.classify.progress, findings, verdict and wrapping; the names
@@ -74,7 +74,7 @@ class Classifier:
         self.lines = 0
         self.fed = 0  # lines fed: the order findings were read in
         self._progress = Progress()  # phase, shutdown, traceback, frames, captures
-        self._findings = Findings()  # the failure matches
+        self.findings = Findings()  # the failure matches
         self._wrapped: Wrapped | None = None
 
     @property
@@ -86,10 +86,10 @@ class Classifier:
         self.lines = lineno if lineno is not None else self.lines + 1
         self.fed += 1
         line = raw.rstrip("\r\n")
-        if (collecting := self._findings.collecting) is not None:
+        if (collecting := self.findings.collecting) is not None:
             before = self.recent[-1][1] if self.recent else ""
             rest = continuation(line, collecting.raw)
-            self._findings.collect(rest, normalize(rest), before)
+            self.findings.collect(rest, normalize(rest), before)
         self.recent.append((self.lines, stored(line)))
         wrapped, self._wrapped = self._wrapped, None
         if wrapped is not None and (wrapped.last != self.lines - 1 or not continues(wrapped, line)):
@@ -125,7 +125,7 @@ class Classifier:
                 changed = self._phase_marker(pattern, found.groupdict()) or changed
             elif pattern.kind == "rule" and pattern.regex.search(text):
                 rule = self.pack.rules[pattern.owner]
-                self._findings.consider(rule, clean, text, self.lines, self._progress, 0, self.fed)
+                self.findings.consider(rule, clean, text, self.lines, self._progress, 0, self.fed)
             elif pattern.kind == "header_class" and (cls := text.split(None, 1)[0]):
                 _read_class(self, cls.rsplit(".", 1)[-1], clean)
             elif pattern.kind not in ("phase", "rule", "reshaped", "error_level"):
@@ -155,7 +155,7 @@ class Classifier:
             elif pattern.kind == "rule" and pattern.regex.search(text):
                 rule, first = self.pack.rules[pattern.owner], wrapped.first or self.lines
                 at = self.fed - (self.lines - first)
-                self._findings.consider(rule, clean, text, first, self._progress, self.lines, at)
+                self.findings.consider(rule, clean, text, first, self._progress, self.lines, at)
         return changed
 
     def feed_all(self, lines: Iterable[str]) -> Classifier:
@@ -171,18 +171,13 @@ class Classifier:
     @property
     def failure_seen(self) -> bool:
         """A failure rule has matched (cheap: no rendering, unlike diagnosis())."""
-        return self._findings.best is not None
-
-    @property
-    def best_rule(self) -> Rule | None:
-        """The rule the verdict names now (None: no failure matched since the last ready)."""
-        return None if self._findings.best is None else self._findings.best.rule
+        return self.findings.best is not None
 
     @property
     def wants_next_line(self) -> bool:
         """Whether the next line matters even when no pattern hits it: it may continue
         the evidence, or join a line cut at a terminal's width."""
-        return self._findings.collecting is not None or self._wrapped is not None
+        return self.findings.collecting is not None or self._wrapped is not None
 
     def recall(self, latest: Mapping[str, str]) -> None:
         """Phase-marker captures (the version...) as of the end of a log of which only
@@ -191,7 +186,7 @@ class Classifier:
 
     def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
-        findings, progress, context = self._findings, self._progress, self._progress.context
+        findings, progress, context = self.findings, self._progress, self._progress.context
         may = partial(_may_match, self.pack)
         if findings.best is not None:
             best = _with_frames_after_header(findings.best, progress)
@@ -207,10 +202,10 @@ class Classifier:
         name = self.pack.phases[pattern.owner].phase
         state = PHASES[name]
         if state is State.STARTING and self.phase is State.READY:
-            self._findings.late = None  # a new start after a ready one: judged afresh
+            self.findings.late = None  # a new start after a ready one: judged afresh
         if state is State.READY:
             # Whatever matched before did not stop vLLM from serving.
-            self._findings.clear()
+            self.findings.clear()
         return self._progress.enter(name)
 
 
@@ -236,7 +231,8 @@ def _read_class(classifier: Classifier, cls: str, clean: str) -> None:
         if pattern.kind == "rule" and pattern.regex.search(text):
             rule = pack.rules[pattern.owner]
             progress = classifier._progress
-            classifier._findings.consider(rule, clean, text, classifier.lines, progress, 0, fed)
+            findings, line = classifier.findings, classifier.lines
+            findings.consider(rule, clean, text, line, progress, 0, fed, header=True)
 
 
 def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagnosis:

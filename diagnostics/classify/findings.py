@@ -44,6 +44,7 @@ class Hit(NamedTuple):
     chain: int = 0  # the traceback chain it belongs to (Progress.chain)
     origin: Origin | None = None  # where the exception was raised (Progress.origin)
     at: int = 0  # the order it was read in (a reversed console export: not ``line``)
+    header: bool = False  # read from an IPython header (the class only, before the frames)
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -76,9 +77,10 @@ class Findings:
         progress: Progress,
         through: int = 0,
         at: int = 0,
+        header: bool = False,
     ) -> None:
         """A match of ``rule`` on ``line`` (to line ``through``: a line cut at a terminal's
-        width, read whole with its rest)."""
+        width, read whole with its rest; ``header``: an IPython header's class)."""
         if progress.stopping and rule.generic:
             return
         if rule.traceback_through and rule.priority not in progress.frames:
@@ -100,17 +102,34 @@ class Findings:
         if overlapping:
             self._retract(line, last, rule.priority)
         self._claims.append((line, last, rule.priority))
-        hit = Hit(rule, line, stored(clean), stored(text), [], progress.chain, progress.origin, at)
+        chain, origin = progress.chain, progress.origin
+        hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header)
         if rule.before_ready and progress.phase is State.READY:
             # A bare error after ready (a failed request) is not the end of vLLM; it
             # only names the cause once vLLM exited.
             if self.late is None:
                 self.late = hit
             return
-        self.found.setdefault(rule.priority, hit)
+        kept = self.found.setdefault(rule.priority, hit)
+        if kept.header and not header and kept.chain == hit.chain:
+            # The exception line the header stood for (its message, where it was
+            # raised), in the header's place.
+            hit = self.found[rule.priority] = hit._replace(at=kept.at)
+            if self.best is kept:
+                self.best = self.collecting = hit
+            return
         if self.best is not None and self.best.key <= hit.key:
             return
         self.best = self.collecting = hit
+
+    @property
+    def settled(self) -> int | None:
+        """The rank a finding must beat to change the verdict (None: no finding yet); an
+        IPython header's reading stands until its traceback's exception line, of the
+        same rank, comes."""
+        if self.best is None:
+            return None
+        return self.best.rule.rank + (1 if self.best.header else 0)
 
     def _retract(self, first: int, last: int, priority: int) -> None:
         """Forget the findings on lines ``first``..``last`` of ``priority``'s rule and the

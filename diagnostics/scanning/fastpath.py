@@ -187,8 +187,8 @@ def _feed_line(block: bytes, at: int, classifier: Classifier, number: int) -> in
 
 
 def _standing(classifier: Classifier) -> Standing:
-    rule = classifier.best_rule
-    return None if rule is None else (rule.rank, classifier.phase is State.READY)
+    rank = classifier.findings.settled
+    return None if rank is None else (rank, classifier.phase is State.READY)
 
 
 def _hits(block: bytes, scan: Scanner) -> list[tuple[int, frozenset[int] | None]]:

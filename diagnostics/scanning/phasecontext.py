@@ -21,9 +21,10 @@ def needed_context(classifier: Classifier) -> set[str]:
     """The phase-marker captures (the version...) the verdict would show: the named
     fields of its best rule's messages and test that a phase marker captures. The
     classifier saw only part of the lines, so their last values are looked up."""
-    rule = classifier.best_rule
-    if rule is None:
+    best = classifier.findings.best
+    if best is None:
         return set()
+    rule = best.rule
     names = template_fields(rule.cause) | template_fields(rule.fix)
     if rule.transient_if is not None:
         names |= set(rule.transient_if.names)

@@ -54,6 +54,10 @@ CHOSEN_VALUE = [
     "FileNotFoundError: [Errno 2] No such file or directory: '/certs/server.pem'",
     "ssl.SSLError: [SSL] PEM lib (_ssl.c:3900)",
     "ssl.SSLError: [SSL: KEY_VALUES_MISMATCH] key values mismatch (_ssl.c:3926)",
+    # a value named as invalid with the accepted ones (a parser, a backend: any name)
+    "KeyError: 'invalid tool call parser: qwen_custom (chose from { hermes,llama3_json,mistral })'",
+    "ValueError: Invalid reasoning parser: r2 (choose from deepseek_r1, qwen3)",
+    "ValueError: Invalid guided decoding backend: 'lmfe'. Valid backends are: outlines, xgrammar",
     # a feature vLLM offers through one engine, chosen with another (catalogued)
     "NotImplementedError: Pipeline parallelism is only supported through AsyncLLMEngine as "
     "performance will be severely degraded otherwise.",
@@ -157,6 +161,8 @@ IMAGE = [
     # a folder that must be written, on a read-only mount or not the container user's
     "PermissionError: [Errno 13] Permission denied: '/root/.cache/huggingface/hub'",
     "OSError: [Errno 30] Read-only file system: '/runpod-volume/huggingface-cache/hub'",
+    # xFormers' kernels built for another torch: its reason for each one it could not use
+    "    xFormers wasn't build with CUDA support",
     # vLLM's compiled ops missing (its extension built for another torch or platform)
     "AttributeError: '_OpNamespace' '_C' object has no attribute 'rms_norm'",
 ]
@@ -245,6 +251,9 @@ START_PROGRAM = [
     'create failed: runc create failed: unable to start container process: exec: "vllm": '
     "executable file not found in $PATH: unknown.",
     "exec /usr/local/bin/start.sh: exec format error",
+    # a start script saved with Windows line ends: its interpreter line names "bash\r"
+    "/usr/bin/env: 'bash\\r': No such file or directory",
+    "/bin/sh: /opt/start.sh: /bin/bash^M: bad interpreter: No such file or directory",
 ]
 
 

@@ -4,6 +4,7 @@ raised and by its type."""
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from diagnostics import classify_lines
 from diagnostics.model import State
 from diagnostics.pack.evidence import parse_provenance, project_path
 from diagnostics.pack.rules import RulePackError, load_pack
+from diagnostics.scanning.scan import classify_stream
+from tests.support.packs import shipped_pack
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "rules"
@@ -114,6 +117,20 @@ def test_an_unknown_value_error_raised_by_vllm_is_permanent_with_its_category(pa
     assert (str(bare.category), bare.state) == ("other", State.FAILED_TRANSIENT)
 
 
+def test_a_deterministic_error_where_no_category_holds_is_other_and_permanent(pack):
+    """Raised by vLLM's own code in a place whose raise sites agree on no category: the
+    type still says a restart on the same settings fails the same way."""
+    lines = raised_in(
+        "vllm/entrypoints/frob_server.py", "<module>", "TypeError: frob() got 2 arguments"
+    )
+    diagnosis = classify_lines(lines, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("other", State.FAILED_PERMANENT)
+    assert "fails the same way" in (diagnosis.fix or "")
+    # Not vLLM's own code: a restart may help.
+    elsewhere = raised_in("torch/frob.py", "frob", "TypeError: frob() got 2 arguments")
+    assert classify_lines(elsewhere, pack).state is State.FAILED_TRANSIENT
+
+
 def test_a_runtime_error_keeps_the_permanence_of_its_category(pack):
     lines = raised_in(
         "vllm/worker/worker.py", "init_device", "RuntimeError: something odd happened"
@@ -166,6 +183,37 @@ def test_a_frame_cut_at_a_terminal_width_still_names_its_module(pack):
         "ValueError: To serve at least one request with the model's max seq len (100000), (4.2"
     ]
     assert str(classify_lines(lines, pack).category) == "kv_cache"
+
+
+IPYTHON_TRACEBACK = [
+    "ValueError                                Traceback (most recent call last)",
+    "Cell In[5], line 3",
+    '----> 3 llm = LLM(model="/ckpt/tiny")',
+    "File /opt/conda/lib/python3.10/site-packages/vllm/entrypoints/llm.py:105, in "
+    "LLM.__init__(self, model)",
+    "--> 105 self.llm_engine = LLMEngine.from_engine_args(engine_args)",
+    "File /opt/conda/lib/python3.10/site-packages/vllm/model_executor/layers/attention.py:52, "
+    "in PagedAttention.__init__(self, num_heads, head_size)",
+    "---> 53     raise ValueError(",
+]
+
+
+@pytest.mark.parametrize("message", [False, True], ids=["cut-before-message", "message"])
+def test_an_ipython_header_exception_is_raised_where_the_frames_after_it_end(message):
+    """The header names the class before the frames: where they end is where it was
+    raised; the exception line after them, when the paste keeps it, is the evidence."""
+    lines = IPYTHON_TRACEBACK + (["ValueError: head_size (48) is frobbed."] if message else [])
+    shipped = shipped_pack()  # its provenance data: attention.py raises requirements
+    by_file = classify_stream(io.BytesIO("\n".join(lines).encode()), shipped)
+    both = [classify_lines(lines, shipped), by_file]
+    for diagnosis in both:
+        assert (str(diagnosis.category), diagnosis.state) == (
+            "model_requirement",
+            State.FAILED_PERMANENT,
+        )
+        assert ("head_size (48) is frobbed" in (diagnosis.cause or "")) is message
+        assert diagnosis.evidence is not None
+        assert diagnosis.evidence.text == lines[-1 if message else 0]
 
 
 def test_an_ipython_header_is_judged_by_its_class(pack):
