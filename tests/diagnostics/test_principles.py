@@ -493,3 +493,34 @@ def test_a_vllm_without_a_gpu_platform_is_permanent_a_host_without_a_gpu_a_fault
 ):
     diagnosis = classify_lines(lines)
     assert (str(diagnosis.category), diagnosis.state) == (category, state), diagnosis
+
+
+# 7. A report that points at the error printed before it yields to that error: vLLM's
+# "Model architectures [...] failed to be inspected. Please check the logs for more
+# details." after the subprocess's own traceback.
+INSPECTED = "ValueError: Model architectures ['Qwen2_5_VLForConditionalGeneration'] failed to be "
+INSPECTED += "inspected. Please check the logs for more details."
+INSPECTION = [
+    # alone: an architecture this vLLM (with its transformers) cannot load
+    # (the catalogued message names the verdict: its raise site's category)
+    ([*TB, INSPECTED], "catalogued-model-requirement", "model_requirement"),
+    # after what the image lacks (transformers too old for the model's code)
+    (
+        [
+            "ERROR 02-12 10:17:41 registry.py:306] Error in inspecting model architecture "
+            "'Qwen2_5_VLForConditionalGeneration'",
+            *TB,
+            "ModuleNotFoundError: No module named 'transformers.models.qwen2_5_vl'",
+            *TB,
+            INSPECTED,
+        ],
+        "broken-environment",
+        "other",
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "rule", "category"), INSPECTION)
+def test_a_report_that_points_at_the_error_before_it_yields_to_that_error(lines, rule, category):
+    diagnosis = classify_lines(lines)
+    assert (diagnosis.rule, str(diagnosis.category), diagnosis.permanent) == (rule, category, True)
