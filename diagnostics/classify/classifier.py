@@ -30,6 +30,7 @@ from diagnostics.classify.normalize import (
     wrapped_at_width,
 )
 from diagnostics.classify.progress import Progress
+from diagnostics.classify.services import Services
 from diagnostics.classify.unmatched import unmatched
 from diagnostics.classify.verdict import render_hit, render_rule
 from diagnostics.classify.wrapping import Wrapped, carry, continues
@@ -76,6 +77,7 @@ class Classifier:
         self._progress = Progress()  # phase, shutdown, traceback, frames, captures
         self.findings = Findings()  # the failure matches
         self._wrapped: Wrapped | None = None
+        self._services = Services()
 
     @property
     def phase(self) -> State:
@@ -86,6 +88,8 @@ class Classifier:
         self.lines = lineno if lineno is not None else self.lines + 1
         self.fed += 1
         line = raw.rstrip("\r\n")
+        if self._services.foreign(line):  # another compose service's line
+            return None
         if (collecting := self.findings.collecting) is not None:
             before = self.recent[-1][1] if self.recent else ""
             rest = continuation(line, collecting.raw)

@@ -7,6 +7,7 @@ which nothing can change a verdict."""
 from typing import BinaryIO, NamedTuple, cast
 
 from diagnostics.classify.normalize import normalize, wrapped_at_width
+from diagnostics.classify.services import under_a_service
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.blockdb import Scanner, _ids_in, scanner
 from diagnostics.scanning.skipping import _nothing_relevant
@@ -14,8 +15,13 @@ from diagnostics.scanning.streams import MAX_LINE
 
 
 def is_ready_line(line: bytes, scan: Scanner) -> bool:
-    """Whether the classifier enters the ready phase on this raw line."""
-    text = normalize(line.decode("utf-8", "replace"))
+    """Whether the classifier enters the ready phase on this raw line, whatever came
+    before it: not a line under a compose service's name (another service's ready
+    marker is not vLLM's: diagnostics.classify.services)."""
+    raw = line.decode("utf-8", "replace")
+    if under_a_service(raw):
+        return False
+    text = normalize(raw)
     ids = _ids_in(text.encode("utf-8", "surrogateescape"), scan.pack.line_database)
     return any(i in ids and scan.pack.patterns[i].regex.search(text) for i in scan.ready_indexes)
 

@@ -1,0 +1,57 @@
+"""Whose line it is, in a log of several services: docker compose prints every
+service's output in one stream, each line under its service's name (``vllm-1  | ``,
+``open-webui-1  | ``). Another service's lines are not vLLM's: a web UI's own
+"Application startup complete" is not vLLM ready, and its "Cannot connect to host vllm"
+is what vLLM's failure caused, not why vLLM failed.
+
+A service whose lines carry vLLM's log header (``INFO 10-17 06:13:08 [api_server.py:1]``,
+V0's without the brackets) is vLLM's; once one is known, lines under the name of a
+service that never showed it are left out. Before that (and in a log of one service)
+nothing is left out. Lines without a service name (compose's own ``vllm-1 exited with
+code 1``) are kept. The fast path does not restart at a ready marker under a service's
+name (``diagnostics.scanning.readyseek``): whose it is shows only in the lines before."""
+
+from __future__ import annotations
+
+import re
+
+# A compose line: the service's name (its instance number apart), padding, the gutter;
+# after any colour codes compose puts around the name.
+_SERVICE = re.compile(
+    r"^(?:\x1b\[[\d;]*m)*(?P<name>[\w.\-]{1,64}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
+)
+# vLLM's logger header, after the gutter and a process prefix.
+_VLLM_HEADER = re.compile(
+    r"\|(?:\x1b\[[\d;]*m)*\s+(?:\([\w:.\- =,]*pid=\d+[^)]*\)\s*)?"
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"\[?[\w.\-]+\.py:\d+\]"
+)
+
+
+class Services:
+    """The vLLM services of a compose log (a project may run two vLLM servers, one of
+    which fails for the other's memory), as their lines show them."""
+
+    def __init__(self) -> None:
+        self.vllm: set[str] = set()
+
+    def foreign(self, line: str) -> bool:
+        """Whether ``line`` is another service's (and is to be left out)."""
+        if "|" not in line:
+            return False
+        found = _SERVICE.match(line)
+        if found is None:
+            return False
+        name = found.group("name")
+        if name in self.vllm:
+            return False
+        if _VLLM_HEADER.search(line):
+            self.vllm.add(name)
+            return False
+        return bool(self.vllm)
+
+
+def under_a_service(line: str) -> bool:
+    """Whether ``line`` is printed under a compose service's name (whose service it is
+    is known only from the lines before it)."""
+    return "|" in line and _SERVICE.match(line) is not None

@@ -1,0 +1,73 @@
+"""A log of several compose services: another service's lines are not vLLM's
+(diagnostics.classify.services), through both paths."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from diagnostics import classify_lines
+from diagnostics.model import State
+from diagnostics.scanning.scan import classify_stream
+from tests.support.packs import shipped_pack
+
+VLLM = "vllm-1        | "
+UI = "open-webui-1  | "
+START = [
+    f"{VLLM}INFO 10-17 06:12:44 [api_server.py:1839] vLLM API server version 0.11.0",
+    f"{VLLM}(APIServer pid=1) INFO 10-17 06:12:50 [model.py:547] Resolved architecture: X",
+]
+FAILURE = [
+    f"{VLLM}(APIServer pid=1) Traceback (most recent call last):",
+    f"{VLLM}(APIServer pid=1)   Value error, User-specified max_model_len (200000) is greater "
+    "than the derived max_model_len (max_position_embeddings=131072 or model_max_length=None "
+    "in model's config.json). [type=value_error, input_value=ArgsKwargs(()), "
+    "input_type=ArgsKwargs]",
+]
+UI_UP = [
+    f"{UI}INFO:     Application startup complete.",
+    f"{UI}INFO:     Uvicorn running on http://0.0.0.0:8080 (Press CTRL+C to quit)",
+]
+UI_CANNOT_CONNECT = (
+    f"{UI}2025-10-17 06:13:31.502 | ERROR    | open_webui.routers.openai:send_get_request:90 - "
+    "Connection error: Cannot connect to host vllm:8000 ssl:default [Name or service not known]"
+)
+
+
+def _both(lines: list[str]):
+    pack = shipped_pack()
+    by_lines = classify_lines(lines, pack)
+    assert classify_stream(io.BytesIO("\n".join(lines).encode()), pack) == by_lines
+    return by_lines
+
+
+@pytest.mark.parametrize("exit_line", [[], ["vllm-1 exited with code 1"]], ids=["cut", "exit"])
+def test_another_services_ready_and_errors_are_not_vllms(exit_line):
+    lines = [*START, *FAILURE, *UI_UP, UI_CANNOT_CONNECT, *exit_line]
+    diagnosis = _both(lines)
+    assert (diagnosis.rule, diagnosis.state) == (
+        "max-model-len-above-model-limit",
+        State.FAILED_PERMANENT,
+    )
+
+
+def test_a_second_vllm_service_is_vllms_too():
+    other = "vllm-small-1  | "
+    lines = [
+        *START,
+        f"{VLLM}INFO:     Application startup complete.",
+        f"{other}INFO 10-17 06:14:00 [api_server.py:1839] vLLM API server version 0.11.0",
+        f"{other}ValueError: Free memory on device (10.0/79.2 GiB) on startup is less than "
+        "desired GPU memory utilization (0.9, 71.3 GiB). Decrease GPU memory utilization or "
+        "reduce GPU memory used by other processes.",
+        UI_CANNOT_CONNECT,
+    ]
+    diagnosis = _both(lines)
+    assert (str(diagnosis.category), diagnosis.permanent) == ("oom", False)
+
+
+def test_before_vllm_shows_itself_and_in_one_service_nothing_is_left_out():
+    # a paste of one service's lines only, vLLM's header never shown
+    lines = [f"{UI}INFO:     Application startup complete."]
+    assert _both(lines).state is State.READY
