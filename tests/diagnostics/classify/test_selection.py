@@ -74,6 +74,11 @@ CONSEQUENCES = {
         "unexpectedly, shutting down executor."
     ],
     "broken-pipe": ["BrokenPipeError: [Errno 32] Broken pipe"],
+    "nccl-store-peer-gone": [
+        "torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving "
+        "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got "
+        "error: Connection reset by peer"
+    ],
     "fatal-signal": ["*** SIGSEGV received at time=1700000000 on cpu 3 ***"],
     "unknown-exception": ["RuntimeError: something nobody catalogued went wrong"],
     "worker-report": [WORKER_REPORT.format(message="something nobody catalogued went wrong")],

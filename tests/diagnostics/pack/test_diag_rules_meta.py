@@ -58,6 +58,9 @@ WITHOUT_A_REAL_LOG = {
     # vLLM 0.32 (the one recorded here) imports model code in the subprocess it inspects
     # with, and the corpus's inspection failures name their cause first
     "architecture-inspection-failed": "test_principles.INSPECTION",
+    # the rendezvous's words when the store's process died (a Ray paste of stop 34's
+    # final set, not a real log)
+    "nccl-rendezvous-peer-gone": "test_selection.CONSEQUENCES",
 }
 
 
@@ -69,6 +72,9 @@ def _built_rules() -> frozenset[str]:
     from tests.diagnostics.test_principles import CHOSEN_VALUE, INSPECTION, PLATFORM, verdict
 
     given = {classify_lines(lines).rule for lines, _, _ in PLATFORM}
+    from tests.diagnostics.classify.test_selection import CONSEQUENCES
+
+    given |= {classify_lines(lines).rule for lines in CONSEQUENCES.values()}
     for lines, _, _ in INSPECTION:
         best = Classifier(PACK).feed_all(lines).findings.best
         given |= {best.rule.id} if best is not None else set()
