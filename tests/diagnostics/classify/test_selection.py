@@ -74,6 +74,12 @@ CONSEQUENCES = {
         "unexpectedly, shutting down executor."
     ],
     "broken-pipe": ["BrokenPipeError: [Errno 32] Broken pipe"],
+    "nccl-watchdog-timeout": [
+        "[rank0]:[E812 20:24:55.118507022 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600005 milliseconds before timing out.",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+    ],
     "nccl-store-peer-gone": [
         "torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving "
         "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got "
