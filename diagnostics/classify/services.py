@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import re
 
-# A compose line: the service's name (its instance number apart), padding, the gutter;
-# after any colour codes compose puts around the name.
+# A compose line: the service's name (its instance number apart; a letter first, so a
+# paste's line numbers, "12 | ...", are not names), padding, the gutter; after any colour
+# codes compose puts around the name.
 _SERVICE = re.compile(
-    r"^(?:\x1b\[[\d;]*m)*(?P<name>[\w.\-]{1,64}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
+    r"^(?:\x1b\[[\d;]*m)*(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*"
+    r"[ \t]+\|(?: |$)"
 )
 # vLLM's logger header, after the gutter and a process prefix.
 _VLLM_HEADER = re.compile(

@@ -71,3 +71,10 @@ def test_before_vllm_shows_itself_and_in_one_service_nothing_is_left_out():
     # a paste of one service's lines only, vLLM's header never shown
     lines = [f"{UI}INFO:     Application startup complete."]
     assert _both(lines).state is State.READY
+
+
+def test_a_pastes_line_numbers_are_not_service_names():
+    """ "12 | ..." is a line number (the normaliser removes it), not a service."""
+    lines = [f"{n} | {line[len(VLLM) :]}" for n, line in enumerate([*START, *FAILURE], 12)]
+    diagnosis = _both(lines)
+    assert diagnosis.rule == "max-model-len-above-model-limit"
