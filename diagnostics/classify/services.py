@@ -39,13 +39,8 @@ class Services:
 
     def foreign(self, line: str) -> bool:
         """Whether ``line`` is another service's (and is to be left out)."""
-        if "|" not in line:
-            return False
-        found = _SERVICE.match(line)
-        if found is None:
-            return False
-        name = found.group("name")
-        if name in self.vllm:
+        name = service_of(line)
+        if name is None or name in self.vllm:
             return False
         if _VLLM_HEADER.search(line):
             self.vllm.add(name)
@@ -53,7 +48,9 @@ class Services:
         return bool(self.vllm)
 
 
-def under_a_service(line: str) -> bool:
-    """Whether ``line`` is printed under a compose service's name (whose service it is
-    is known only from the lines before it)."""
-    return "|" in line and _SERVICE.match(line) is not None
+def service_of(line: str) -> str | None:
+    """The compose service ``line`` is printed under, or None (no service's name)."""
+    if "|" not in line:
+        return None
+    found = _SERVICE.match(line)
+    return None if found is None else found.group("name")

@@ -7,7 +7,7 @@ which nothing can change a verdict."""
 from typing import BinaryIO, NamedTuple, cast
 
 from diagnostics.classify.normalize import normalize, wrapped_at_width
-from diagnostics.classify.services import under_a_service
+from diagnostics.classify.services import service_of
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.blockdb import Scanner, _ids_in, scanner
 from diagnostics.scanning.skipping import _nothing_relevant
@@ -19,7 +19,7 @@ def is_ready_line(line: bytes, scan: Scanner) -> bool:
     before it: not a line under a compose service's name (another service's ready
     marker is not vLLM's: diagnostics.classify.services)."""
     raw = line.decode("utf-8", "replace")
-    if under_a_service(raw):
+    if service_of(raw) is not None:
         return False
     text = normalize(raw)
     ids = _ids_in(text.encode("utf-8", "surrogateescape"), scan.pack.line_database)

@@ -6,15 +6,13 @@ consequence marker, in one process and interleaved across ranks, through both pa
 from __future__ import annotations
 
 import functools
-import io
 import itertools
 
 import pytest
 
 from diagnostics import classify_lines
 from diagnostics.model import State
-from diagnostics.scanning.scan import classify_stream
-from tests.support.packs import shipped_pack
+from tests.support.packs import both_paths, shipped_pack
 
 PACK = shipped_pack()
 FRAMES = [
@@ -104,13 +102,6 @@ def _alone(cause: str) -> str:
     return rule
 
 
-def _both_paths(lines: list[str]):
-    by_lines = classify_lines(lines, PACK)
-    by_file = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
-    assert by_file == by_lines
-    return by_lines
-
-
 # Per cause, every consequence, layout and order in one walk that names each miss (42
 # combinations a test: 294 tests cost 0.4 CPU-s of pytest's own work, 2026-12-02).
 @pytest.mark.parametrize("cause", CAUSES)
@@ -122,7 +113,7 @@ def test_the_cause_wins_over_its_consequences(cause):
         cause_lines = [mine + line for line in [*FRAMES, CAUSES[cause]]]
         after = [theirs + line for line in CONSEQUENCES[consequence]]
         lines = cause_lines + after if order == "cause-first" else after + cause_lines
-        diagnosis = _both_paths(lines)
+        diagnosis = both_paths(lines)
         evidence = diagnosis.evidence.text if diagnosis.evidence is not None else ""
         if diagnosis.rule != _alone(CAUSES[cause]) or CAUSES[cause][:40] not in evidence:
             misses.append(f"{consequence}, {layout}, {order}: {diagnosis.rule} on {evidence!r}")
@@ -133,7 +124,7 @@ def test_each_consequence_alone_is_a_failed_start():
     """A paste that shows only what the failure caused (after a line of loading) is a
     failed start, never one still starting."""
     loading = "INFO 01-01 00:00:00 [loader.py:20] Loading weights took 1.00 GiB"
-    states = {name: _both_paths([loading, *lines]) for name, lines in CONSEQUENCES.items()}
+    states = {name: both_paths([loading, *lines]) for name, lines in CONSEQUENCES.items()}
     wrong = {name: d.state.value for name, d in states.items() if not d.failed}
     assert not wrong, wrong
 
@@ -141,7 +132,7 @@ def test_each_consequence_alone_is_a_failed_start():
 @pytest.mark.parametrize("cause", [c for c in CAUSES if c not in ("oom", "kv_cache", "cuda_fault")])
 def test_a_device_fault_in_the_failed_start_keeps_it_transient(cause):
     lines = [*FRAMES, CAUSES[cause], "[rank1]: " + CAUSES["cuda_fault"]]
-    diagnosis = _both_paths(lines)
+    diagnosis = both_paths(lines)
     assert diagnosis.state is State.FAILED_TRANSIENT
     assert str(diagnosis.category) == "cuda_fault"
 
@@ -150,7 +141,7 @@ def test_a_device_fault_in_the_failed_start_keeps_it_transient(cause):
 def test_memory_keeps_precedence_over_what_it_causes(cause):
     """Another rank prints what the out-of-memory caused before the memory error."""
     lines = ["[rank1]: " + CAUSES[cause], *("[rank0]: " + x for x in [*FRAMES, CAUSES["oom"]])]
-    assert str(_both_paths(lines).category) == "oom"
+    assert str(both_paths(lines).category) == "oom"
 
 
 def test_among_specific_causes_the_chain_origin_wins():
@@ -165,7 +156,7 @@ def test_among_specific_causes_the_chain_origin_wins():
         *FRAMES,
         wrapper,
     ]
-    assert _both_paths(lines).rule == _alone(origin)
+    assert both_paths(lines).rule == _alone(origin)
 
 
 def test_a_specific_cause_beats_generic_structure_printed_before_it():
@@ -178,12 +169,12 @@ def test_a_specific_cause_beats_generic_structure_printed_before_it():
         *FRAMES,
         CAUSES["gated_model"],
     ]
-    assert _both_paths(lines).rule == "gated-repo"
+    assert both_paths(lines).rule == "gated-repo"
 
 
 def test_generic_structure_beats_a_consequence_printed_before_it():
     lines = ["Killed", *FRAMES, "ModuleNotFoundError: No module named 'flash_attn'"]
-    assert _both_paths(lines).rule == "broken-environment"
+    assert both_paths(lines).rule == "broken-environment"
 
 
 def test_a_worker_report_yields_to_the_exception_line_of_its_traceback():
@@ -199,13 +190,13 @@ def test_a_worker_report_yields_to_the_exception_line_of_its_traceback():
         prefix + "    raise ValueError(",
         prefix + f"ValueError: {message}",
     ]
-    judged = _both_paths([report, *traceback])
+    judged = both_paths([report, *traceback])
     assert (judged.category.value, judged.permanent) == ("bad_config", True), judged.rule
     assert judged.evidence is not None and judged.evidence.text.endswith(message)
-    alone = _both_paths([report])
+    alone = both_paths([report])
     assert (alone.rule, alone.permanent) == ("worker-exception-report", False)
     assert message in alone.cause
-    catalogued = _both_paths([WORKER_REPORT.format(message=CAUSES["model_requirement"][12:])])
+    catalogued = both_paths([WORKER_REPORT.format(message=CAUSES["model_requirement"][12:])])
     assert (catalogued.category.value, catalogued.permanent) == ("model_requirement", True)
 
 
@@ -231,7 +222,7 @@ RAISED_SOCKET_WORDS = [
 @pytest.mark.parametrize("cause", ["model_requirement", "gated_model", "compiler"])
 def test_a_specific_cause_beats_socket_words_printed_before_it(words, cause):
     lines = [words, *FRAMES, CAUSES[cause]]
-    assert _both_paths(lines).rule == _alone(CAUSES[cause])
+    assert both_paths(lines).rule == _alone(CAUSES[cause])
 
 
 @pytest.mark.parametrize("words", RAISED_SOCKET_WORDS)
@@ -245,13 +236,13 @@ def test_socket_words_raised_are_the_origin_a_lookup_wrapper_does_not_hide(words
         *FRAMES,
         "ValueError: Invalid repository ID or local directory specified: 'org/model'.",
     ]
-    diagnosis = _both_paths(lines)
+    diagnosis = both_paths(lines)
     assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
 
 
 @pytest.mark.parametrize("words", SOCKET_WORDS + RAISED_SOCKET_WORDS)
 def test_socket_words_alone_are_a_network_fault(words):
-    diagnosis = _both_paths([words])
+    diagnosis = both_paths([words])
     assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
 
 

@@ -3,14 +3,10 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
-from diagnostics import classify_lines
 from diagnostics.model import State
-from diagnostics.scanning.scan import classify_stream
-from tests.support.packs import shipped_pack
+from tests.support.packs import both_paths
 
 VLLM = "vllm-1        | "
 UI = "open-webui-1  | "
@@ -35,17 +31,10 @@ UI_CANNOT_CONNECT = (
 )
 
 
-def _both(lines: list[str]):
-    pack = shipped_pack()
-    by_lines = classify_lines(lines, pack)
-    assert classify_stream(io.BytesIO("\n".join(lines).encode()), pack) == by_lines
-    return by_lines
-
-
 @pytest.mark.parametrize("exit_line", [[], ["vllm-1 exited with code 1"]], ids=["cut", "exit"])
 def test_another_services_ready_and_errors_are_not_vllms(exit_line):
     lines = [*START, *FAILURE, *UI_UP, UI_CANNOT_CONNECT, *exit_line]
-    diagnosis = _both(lines)
+    diagnosis = both_paths(lines)
     assert (diagnosis.rule, diagnosis.state) == (
         "max-model-len-above-model-limit",
         State.FAILED_PERMANENT,
@@ -63,18 +52,18 @@ def test_a_second_vllm_service_is_vllms_too():
         "reduce GPU memory used by other processes.",
         UI_CANNOT_CONNECT,
     ]
-    diagnosis = _both(lines)
+    diagnosis = both_paths(lines)
     assert (str(diagnosis.category), diagnosis.permanent) == ("oom", False)
 
 
 def test_before_vllm_shows_itself_and_in_one_service_nothing_is_left_out():
     # a paste of one service's lines only, vLLM's header never shown
     lines = [f"{UI}INFO:     Application startup complete."]
-    assert _both(lines).state is State.READY
+    assert both_paths(lines).state is State.READY
 
 
 def test_a_pastes_line_numbers_are_not_service_names():
     """ "12 | ..." is a line number (the normaliser removes it), not a service."""
     lines = [f"{n} | {line[len(VLLM) :]}" for n, line in enumerate([*START, *FAILURE], 12)]
-    diagnosis = _both(lines)
+    diagnosis = both_paths(lines)
     assert diagnosis.rule == "max-model-len-above-model-limit"

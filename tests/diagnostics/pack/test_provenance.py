@@ -4,7 +4,6 @@ raised and by its type."""
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
 import sys
@@ -16,8 +15,7 @@ from diagnostics import classify_lines
 from diagnostics.model import State
 from diagnostics.pack.evidence import parse_provenance, project_path
 from diagnostics.pack.rules import RulePackError, load_pack
-from diagnostics.scanning.scan import classify_stream
-from tests.support.packs import shipped_pack
+from tests.support.packs import both_paths, shipped_pack
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "rules"
@@ -203,17 +201,15 @@ def test_an_ipython_header_exception_is_raised_where_the_frames_after_it_end(mes
     """The header names the class before the frames: where they end is where it was
     raised; the exception line after them, when the paste keeps it, is the evidence."""
     lines = IPYTHON_TRACEBACK + (["ValueError: head_size (48) is frobbed."] if message else [])
-    shipped = shipped_pack()  # its provenance data: attention.py raises requirements
-    by_file = classify_stream(io.BytesIO("\n".join(lines).encode()), shipped)
-    both = [classify_lines(lines, shipped), by_file]
-    for diagnosis in both:
-        assert (str(diagnosis.category), diagnosis.state) == (
-            "model_requirement",
-            State.FAILED_PERMANENT,
-        )
-        assert ("head_size (48) is frobbed" in (diagnosis.cause or "")) is message
-        assert diagnosis.evidence is not None
-        assert diagnosis.evidence.text == lines[-1 if message else 0]
+    # the shipped pack's provenance data: attention.py raises requirements
+    diagnosis = both_paths(lines, shipped_pack())
+    assert (str(diagnosis.category), diagnosis.state) == (
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    )
+    assert ("head_size (48) is frobbed" in (diagnosis.cause or "")) is message
+    assert diagnosis.evidence is not None
+    assert diagnosis.evidence.text == lines[-1 if message else 0]
 
 
 def test_an_ipython_header_is_judged_by_its_class(pack):
