@@ -26,7 +26,6 @@ from diagnostics.pack.rules import Rule
 from diagnostics.redaction.redact import truncate
 
 MAX_STORED_LINE = 4096
-_CONTINUATION_LINES = 2
 
 
 def stored(line: str) -> str:
@@ -143,15 +142,18 @@ class Findings:
             self.collecting = None
 
     def collect(self, line: str, text: str, before: str = "") -> None:
-        """Keep the continuation lines after the evidence (terminal wraps): up to two, or
-        while the line before is cut at a terminal's width, as many as the classifier
-        joins; ``line``: without the process prefix the evidence line carries too,
-        ``text``: the line normalised (a line the normaliser changes is a new record),
-        ``before``: the raw line before it (its trailing spaces, where a cut may fall,
-        count: the evidence itself is kept without them)."""
+        """Keep the continuation lines after the evidence (terminal wraps, a paste's
+        reflow): as many as the rule's ``message_lines`` allows (the line and two more
+        unless the rule says its message is longer), or while the line before is cut at
+        a terminal's width, as many as the classifier joins; ``line``: without the process
+        prefix the evidence line carries too, ``text``: the line normalised (a line the
+        normaliser changes is a new record), ``before``: the raw line before it (its
+        trailing spaces, where a cut may fall, count: the evidence itself is kept without
+        them)."""
         hit = self.collecting
         assert hit is not None
-        limit = MAX_WRAPPED_PARTS - 1 if wrapped_at_width(before) else _CONTINUATION_LINES
+        lines = MAX_WRAPPED_PARTS if wrapped_at_width(before) else hit.rule.message_lines
+        limit = lines - 1
         if line.rstrip() == text and len(hit.following) < limit:
             spaces = before[len(before.rstrip()) :]
             hit.following.append(stored(spaces + line.rstrip()))

@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from diagnostics.classify.normalize import continuation, normalize, unwrapped_part
+from diagnostics.pack.pack import MAX_MESSAGE_LINES
 
-MAX_WRAPPED_PARTS = 10  # a message hard-wrapped over more lines is not joined further
+# A message hard-wrapped over more lines is not joined further: the most lines one
+# message is read over (a rule's message_lines too).
+MAX_WRAPPED_PARTS = MAX_MESSAGE_LINES
 
 
 class Wrapped(NamedTuple):

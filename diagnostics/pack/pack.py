@@ -84,6 +84,9 @@ class RulePackError(Exception):
 
 # The pack's values are named tuples, not dataclasses: ~15 dataclasses cost a small log's
 # run ~10 ms of class creation (each generates and compiles its methods at import).
+MAX_MESSAGE_LINES = 10  # the most lines one message is read over (a rule's message_lines)
+
+
 class Rule(NamedTuple):
     id: str
     category: Category
@@ -101,6 +104,7 @@ class Rule(NamedTuple):
     transient_if: TransientIf | None = None
     kind: str = "cause"
     rank: int = 0  # the selection order of its findings (RulePack sets it; lower wins)
+    message_lines: int = 3  # lines a paste's reflow may spread its message over
 
 
 class Phase(NamedTuple):

@@ -11,7 +11,15 @@ from functools import lru_cache
 from diagnostics.model import Category
 from diagnostics.pack.evidence import Provenance, parse_provenance, parse_transient_if
 from diagnostics.pack.matching import Regex, RegexError
-from diagnostics.pack.pack import KINDS, PHASES, Phase, Rule, RulePack, RulePackError
+from diagnostics.pack.pack import (
+    KINDS,
+    MAX_MESSAGE_LINES,
+    PHASES,
+    Phase,
+    Rule,
+    RulePack,
+    RulePackError,
+)
 from diagnostics.pack.templates import check_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -28,6 +36,7 @@ _RULE_KEYS = {
     "note",
     "transient_if",
     "kind",
+    "message_lines",
 }
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
 _WHEN_KEYS = {"traceback_through", "after", "before_ready"}
@@ -257,6 +266,9 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
     kind = raw.get("kind", "cause")
     if kind not in KINDS:
         raise RulePackError(f"{where}: field kind: {kind!r} is not one of {list(KINDS)}")
+    lines = raw.get("message_lines", Rule._field_defaults["message_lines"])
+    if type(lines) is not int or not 1 <= lines <= MAX_MESSAGE_LINES:
+        raise RulePackError(f"{where}: field message_lines: must be 1 to {MAX_MESSAGE_LINES}")
     if not trusted:  # templates read the captures, which would compile every pattern
         for key in ("cause", "fix"):
             check_template(raw[key], patterns, defaults, where, key)
@@ -287,4 +299,5 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
         generic=generic,
         transient_if=transient_if,
         kind=kind,
+        message_lines=lines,
     )

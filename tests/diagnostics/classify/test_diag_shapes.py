@@ -196,6 +196,40 @@ def test_oom_without_this_process_is_judged_on_what_pytorch_holds(others, state,
     assert "3.44 GiB" in diagnosis.cause and "80.00 GiB" in diagnosis.cause
 
 
+TORCH_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a "
+    "total capacity of 39.39 GiB of which 347.38 MiB is free. {listed}Including non-PyTorch "
+    "memory, this process has {mine:.2f} GiB memory in use. Of the allocated memory 16.51 GiB "
+    "is allocated by PyTorch, and 153.27 MiB is reserved by PyTorch but unallocated. If "
+    "reserved but unallocated memory is large try setting "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+    "documentation for Memory Management "
+    "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+)
+
+
+@pytest.mark.parametrize("quote", ["", "> "], ids=["as printed", "quoted in a reply"])
+@pytest.mark.parametrize("width", [60, 72, 79])
+@pytest.mark.parametrize(
+    ("others", "state"), [(0.0, State.FAILED_PERMANENT), (21.86, State.FAILED_TRANSIENT)]
+)
+def test_a_torch_oom_reflowed_at_word_breaks_is_judged_on_all_its_lines(
+    width, quote, others, state
+):
+    """torch's message reflowed by a paste (a reply, a mail, a narrow terminal) at word
+    breaks, under any terminal's width: who holds the GPU, which its last lines say,
+    decides permanence (cuda-oom-allocate reads its message over up to eight lines)."""
+    import textwrap
+
+    listed = f"Process 80211 has {others:.2f} GiB memory in use. " if others else ""
+    message = TORCH_OOM.format(listed=listed, mine=39.39 - 0.34 - others)
+    tail = ["", "Sorry for the wrapping, copied over ssh."]
+    lines = [quote + part for part in textwrap.wrap(message, width)] + tail
+    for diagnosis in _both_ways(lines):
+        assert (diagnosis.rule, diagnosis.state) == ("cuda-oom-allocate", state), (width, diagnosis)
+        assert "896.00 MiB" in diagnosis.cause and "39.39 GiB" in diagnosis.cause
+
+
 def test_jupyter_traceback():
     lines = [
         "---------------------------------------------------------------------------",

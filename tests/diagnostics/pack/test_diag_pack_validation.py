@@ -102,6 +102,14 @@ def test_a_good_pack_loads(tmp_path):
             "phases:\n  - phase: cooking\n    patterns: [x]\nrules:" + GOOD,
             "phase #1: field phase: 'cooking'",
         ),
+        (
+            changed("    cause:", "    message_lines: 11\n    cause:"),
+            "rule 'some-rule': field message_lines: must be 1 to 10",
+        ),
+        (
+            changed("    cause:", "    message_lines: '8'\n    cause:"),
+            "rule 'some-rule': field message_lines: must be 1 to 10",
+        ),
     ],
     ids=[
         "yaml",
@@ -125,6 +133,8 @@ def test_a_good_pack_loads(tmp_path):
         "top-level",
         "when-keys",
         "phase-name",
+        "message-lines-range",
+        "message-lines-type",
     ],
 )
 def test_broken_pack_names_file_rule_and_field(tmp_path, body, expected):
