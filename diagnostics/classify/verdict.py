@@ -31,6 +31,7 @@ from diagnostics.model import Category, Diagnosis, Evidence, State
 from diagnostics.pack.catalogue import load_catalogue
 from diagnostics.pack.evidence import Provenance
 from diagnostics.pack.rules import Rule, template_fields
+from diagnostics.pack.templates import resolve_optional
 from diagnostics.redaction.redact import Redactor, redact
 
 
@@ -49,6 +50,7 @@ def render_rule(
     if rule.transient_if is not None and rule.transient_if.holds(captured):
         state = State.FAILED_TRANSIENT
         cause, fix = rule.transient_if.cause, rule.transient_if.fix
+    cause, fix = resolve_optional(cause, captured), resolve_optional(fix, captured)
     needed = template_fields(cause) | template_fields(fix)
     safe = {name: redactor(values.get(name, "?")).strip() for name in needed}
     return Diagnosis(
