@@ -438,8 +438,26 @@ DRIVER_MISSING = (
     "WARNING 03-05 22:14:10 _custom_ops.py:21] Failed to import from vllm._C with "
     "ImportError('libcuda.so.1: cannot open shared object file: No such file or directory')"
 )
+# vLLM 0.9 and later: no platform detected, torch is asked for the device "".
+NO_DEVICE_V1 = "RuntimeError: Device string must not be empty"
 PLATFORM = [
     ([NO_DEVICE], "cuda_fault", State.FAILED_TRANSIENT),
+    ([NO_DEVICE_V1], "cuda_fault", State.FAILED_TRANSIENT),
+    ([DRIVER_MISSING, *TB, NO_DEVICE_V1], "cuda_fault", State.FAILED_TRANSIENT),
+    ([OPS_MISSING, *TB, NO_DEVICE_V1], "other", State.FAILED_PERMANENT),
+    (
+        ["Traceback (most recent call last):", WINDOWS_FRAME, NO_DEVICE_V1],
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    ),
+    # the driver's library missing is the host's (no GPU given to the container), never
+    # what the image lacks, whatever is printed after it
+    ([DRIVER_MISSING], "cuda_fault", State.FAILED_TRANSIENT),
+    (
+        [DRIVER_MISSING, *TB, "RuntimeError: a failure nobody catalogued"],
+        "other",
+        State.FAILED_TRANSIENT,
+    ),
     ([DRIVER_MISSING, *TB, NO_DEVICE], "cuda_fault", State.FAILED_TRANSIENT),
     # vLLM's compiled ops not a module of the install: what the image lacks
     ([OPS_MISSING, *TB, NO_DEVICE], "other", State.FAILED_PERMANENT),

@@ -84,6 +84,12 @@ CONSEQUENCES = {
         "error: Connection reset by peer"
     ],
     "fatal-signal": ["*** SIGSEGV received at time=1700000000 on cpu 3 ***"],
+    # printed before the cause, or by another process (a CPU-only host, a container
+    # given no GPU): the driver's library is the host's
+    "driver-library-not-mounted": [
+        "WARNING 01-01 00:00:00 [_custom_ops.py:20] Failed to import from vllm._C with "
+        "ImportError('libcuda.so.1: cannot open shared object file: No such file or directory')"
+    ],
     "unknown-exception": ["RuntimeError: something nobody catalogued went wrong"],
     "worker-report": [WORKER_REPORT.format(message="something nobody catalogued went wrong")],
     "ends-in-traceback": FRAMES,
