@@ -177,6 +177,10 @@ HOST = [
     ("Killed", "other"),
     ("Container exited with status 137", "other"),
     ("RuntimeError: No HIP GPUs are available", "cuda_fault"),
+    # NCCL's allocation of a few bytes while it sets up, before vLLM holds any memory: the
+    # GPU's or its driver's state, not the configuration's out of memory
+    ("misc/utils.cc:30 NCCL WARN Failed to CUDA calloc async 608 bytes", "cuda_fault"),
+    ("Failed to CUDA calloc 24 bytes", "cuda_fault"),
     (
         "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
         "proc(s): {'EngineCore_0': -9}",
@@ -406,7 +410,8 @@ def test_host_memory_exhausted_in_pythons_words_is_oom(line):
 
 
 # The platform's report of a container the kernel killed for memory, without vLLM's
-# traceback: Kubernetes' status (alone or as kubectl describe prints it), systemd's. An
+# traceback: Kubernetes' status (alone or as kubectl describe prints it), systemd's,
+# docker inspect's, a batch scheduler's (Slurm), the kernel's (a cgroup's limit too). An
 # exit code 137 alone (SIGKILL) does not say why: transient (HOST, above).
 @pytest.mark.parametrize(
     "line",
@@ -414,6 +419,12 @@ def test_host_memory_exhausted_in_pythons_words_is_oom(line):
         "OOMKilled",
         "      Reason:       OOMKilled",
         "vllm.service: Failed with result 'oom-kill'.",
+        '            "OOMKilled": true,',
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4418273.0. Some of your "
+        "processes may have been killed by the cgroup out-of-memory handler.",
+        "srun: error: gpu-a100-017: task 0: Out Of Memory",
+        "[81234.5678] Memory cgroup out of memory: Killed process 4242 (python3) "
+        "total-vm:91234567kB, anon-rss:61234567kB",
     ],
 )
 def test_a_container_killed_for_memory_is_oom(line):
