@@ -180,6 +180,20 @@ HOST = [
     # NCCL's allocation of a few bytes while it sets up, before vLLM holds any memory: the
     # GPU's or its driver's state, not the configuration's out of memory
     ("misc/utils.cc:30 NCCL WARN Failed to CUDA calloc async 608 bytes", "cuda_fault"),
+    # the driver's libraries are the host's, mounted by the container runtime
+    (
+        "OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or directory",
+        "cuda_fault",
+    ),
+    (
+        "ImportError: libnvidia-ptxjitcompiler.so.1: cannot open shared object file: No such "
+        "file or directory",
+        "cuda_fault",
+    ),
+    (
+        "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory",
+        "cuda_fault",
+    ),
     ("Failed to CUDA calloc 24 bytes", "cuda_fault"),
     (
         "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
