@@ -23,22 +23,9 @@ from diagnostics.pack.pack import (
 from diagnostics.pack.templates import check_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_RULE_KEYS = {
-    "id",
-    "category",
-    "permanent",
-    "patterns",
-    "when",
-    "cause",
-    "fix",
-    "defaults",
-    "generic",
-    "note",
-    "transient_if",
-    "kind",
-    "message_lines",
-}
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
+_OPTIONAL = ("when", "defaults", "generic", "note", "transient_if", "kind", "message_lines")
+_RULE_KEYS = {*_REQUIRED, *_OPTIONAL}
 _WHEN_KEYS = {"traceback_through", "after", "before_ready"}
 _PHASE_KEYS = {"phase", "patterns", "note"}
 _FILE_KEYS = {"rules", "phases", "provenance"}
