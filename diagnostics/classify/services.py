@@ -8,8 +8,10 @@ A service whose lines carry vLLM's log header (``INFO 10-17 06:13:08 [api_server
 V0's without the brackets) is vLLM's; once one is known, lines under the name of a
 service that never showed it are left out. Before that (and in a log of one service)
 nothing is left out. Lines without a service name (compose's own ``vllm-1 exited with
-code 1``) are kept. The fast path does not restart at a ready marker under a service's
-name (``diagnostics.scanning.readyseek``): whose it is shows only in the lines before."""
+code 1``) are kept. One vLLM service's ready marker does not clear another's failure
+(a project's embedding server up, its chat server failed: the log shows a failure). The
+fast path does not restart at a ready marker under a service's name
+(``diagnostics.scanning.readyseek``): whose it is shows only in the lines before."""
 
 from __future__ import annotations
 
@@ -36,16 +38,28 @@ class Services:
 
     def __init__(self) -> None:
         self.vllm: set[str] = set()
+        self.current: str | None = None  # the service of the line read last
 
     def foreign(self, line: str) -> bool:
         """Whether ``line`` is another service's (and is to be left out)."""
-        name = service_of(line)
+        name = self.current = service_of(line)
         if name is None or name in self.vllm:
             return False
         if _VLLM_HEADER.search(line):
             self.vllm.add(name)
             return False
         return bool(self.vllm)
+
+    def apart(self, other: str) -> bool:
+        """Whether the line read last and the raw line ``other`` are two vLLM services'
+        (one's ready marker says nothing of the other's failure)."""
+        mine, theirs = self.current, service_of(other)
+        return (
+            mine is not None
+            and theirs is not None
+            and mine != theirs
+            and {mine, theirs} <= self.vllm
+        )
 
 
 def service_of(line: str) -> str | None:

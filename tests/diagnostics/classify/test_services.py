@@ -56,6 +56,47 @@ def test_a_second_vllm_service_is_vllms_too():
     assert (str(diagnosis.category), diagnosis.permanent) == ("oom", False)
 
 
+CHAT = "vllm-chat-1   | "
+EMBED = "vllm-embed-1  | "
+CHAT_FAILS = [
+    f"{CHAT}INFO 07-14 09:12:07 [api_server.py:1395] vLLM API server version 0.9.2",
+    f"{CHAT}ERROR 07-14 09:12:27 [core.py:586] ValueError: Free memory on device "
+    "(69.63/79.19 GiB) on startup is less than desired GPU memory utilization (0.9, 71.27 "
+    "GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    "vllm-chat-1 exited with code 1",
+]
+EMBED_UP = [
+    f"{EMBED}INFO 07-14 09:12:07 [api_server.py:1395] vLLM API server version 0.9.2",
+    f"{EMBED}INFO 07-14 09:12:33 [api_server.py:1457] Starting vLLM API server 0 on "
+    "http://0.0.0.0:8001",
+    f"{EMBED}INFO:     Application startup complete.",
+]
+CHAT_UP = [
+    f"{CHAT}INFO 07-14 09:13:07 [api_server.py:1395] vLLM API server version 0.9.2",
+    f"{CHAT}INFO:     Application startup complete.",
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "state"),
+    [
+        # one vLLM service up does not clear another's failure, before it or after it
+        ([*CHAT_FAILS, *EMBED_UP], State.FAILED_TRANSIENT),
+        ([*EMBED_UP, *CHAT_FAILS], State.FAILED_TRANSIENT),
+        # the failed service itself restarted and up: the log is up
+        ([*CHAT_FAILS, *EMBED_UP, *CHAT_UP], State.READY),
+        # one service: up after its failure is up, as ever
+        ([*CHAT_FAILS, *CHAT_UP], State.READY),
+    ],
+    ids=["other-up-after", "other-up-before", "failed-one-up-again", "one-service"],
+)
+def test_one_vllm_services_ready_marker_does_not_clear_anothers_failure(lines, state):
+    diagnosis = both_paths(lines)
+    assert diagnosis.state is state, diagnosis
+    if state is State.FAILED_TRANSIENT:
+        assert diagnosis.rule == "gpu-free-memory-below-utilization"
+
+
 def test_before_vllm_shows_itself_and_in_one_service_nothing_is_left_out():
     # a paste of one service's lines only, vLLM's header never shown
     lines = [f"{UI}INFO:     Application startup complete."]
