@@ -83,6 +83,10 @@ CONSEQUENCES = {
         "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got "
         "error: Connection reset by peer"
     ],
+    "store-clients-timeout": [
+        "[rank0]: torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for "
+        "clients. 1/2 clients joined."
+    ],
     "fatal-signal": ["*** SIGSEGV received at time=1700000000 on cpu 3 ***"],
     # printed before the cause, or by another process (a CPU-only host, a container
     # given no GPU): the driver's library is the host's
