@@ -20,6 +20,10 @@ MSG = "ValueError: No available memory for the cache blocks."
         f"(VllmWorker TP1 pid=9) ERROR 11-29 17:19:17 [multiproc_executor.py:1] {MSG}",
         f"(VllmWorker rank=1 pid=52940) ERROR 04-14 14:24:52 [multiproc_executor.py:383] {MSG}",
         f"(RayWorkerWrapper pid=67451, ip=10.1.0.7) ERROR 06-25 15:28:30 worker_base.py:148] {MSG}",
+        # SkyPilot's task and multi-node prefixes (its fields comma-separated)
+        f"(task, pid=4120) {MSG}",
+        f"(worker1, rank=1, pid=1234, ip=10.0.0.2) ERROR 08-27 19:40:02 worker_base.py:148] {MSG}",
+        f"(head, rank=0, pid=2345) {MSG}",
         f"[rank0]: {MSG}",
         f"ERROR 03-18 13:09:10 core.py:291] {MSG}",
         f"vllm-llm-1  | ERROR 03-18 13:09:10 [core.py:291] {MSG}",
