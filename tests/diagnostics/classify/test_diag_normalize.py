@@ -24,6 +24,10 @@ MSG = "ValueError: No available memory for the cache blocks."
         f"(task, pid=4120) {MSG}",
         f"(worker1, rank=1, pid=1234, ip=10.0.0.2) ERROR 08-27 19:40:02 worker_base.py:148] {MSG}",
         f"(head, rank=0, pid=2345) {MSG}",
+        # Ray Data's actor of a stage; torchrun's local-rank prefix (--tee)
+        f"(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=2345, ip=10.0.0.3) {MSG}",
+        f"[default0]:{MSG}",
+        f"[default3]: {MSG}",
         f"[rank0]: {MSG}",
         f"ERROR 03-18 13:09:10 core.py:291] {MSG}",
         f"vllm-llm-1  | ERROR 03-18 13:09:10 [core.py:291] {MSG}",
