@@ -134,6 +134,8 @@ IMAGE = [
     "ImportError: LlamaTokenizer requires the SentencePiece library but it was not found in "
     "your environment. Checkout the instructions on the installation page of its repo",
     "ModuleNotFoundError: No module named 'flash_attn'",
+    # an extension built for another torch than the image's (torchvision's operators)
+    "RuntimeError: operator torchvision::nms does not exist",
     "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory",
     "ImportError: /opt/venv/lib/python3.12/site-packages/vllm/_C.abi3.so: undefined symbol: "
     "_ZN3c104cuda9SetDeviceEi",
@@ -554,6 +556,20 @@ INSPECTION = [
             "'Qwen2_5_VLForConditionalGeneration'",
             *TB,
             "ModuleNotFoundError: No module named 'transformers.models.qwen2_5_vl'",
+            *TB,
+            INSPECTED,
+        ],
+        "broken-environment",
+        "other",
+    ),
+    # after torchvision built for another torch, in the inspecting subprocess
+    (
+        [
+            "ERROR 03-04 17:22:58 registry.py:306] Error in inspecting model architecture "
+            "'Qwen2ForCausalLM'",
+            *TB,
+            "ERROR 03-04 17:22:58 registry.py:306] RuntimeError: operator torchvision::nms does "
+            "not exist",
             *TB,
             INSPECTED,
         ],
