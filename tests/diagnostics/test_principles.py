@@ -136,6 +136,9 @@ IMAGE = [
     "ModuleNotFoundError: No module named 'flash_attn'",
     # an extension built for another torch than the image's (torchvision's operators)
     "RuntimeError: operator torchvision::nms does not exist",
+    # the image's ptxas older than the GPU (a DGX Spark's sm_121a) or than the PTX
+    "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'",
+    "ptxas fatal   : Unsupported .version 8.7; current version is '8.4'",
     "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory",
     "ImportError: /opt/venv/lib/python3.12/site-packages/vllm/_C.abi3.so: undefined symbol: "
     "_ZN3c104cuda9SetDeviceEi",
