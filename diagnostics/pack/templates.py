@@ -59,10 +59,9 @@ def check_template(template: object, patterns, defaults, where: str, key: str) -
         parts = list(_parse(template))
     except ValueError as exc:
         raise RulePackError(f"{where}: field {key}: bad template: {exc}") from exc
-    # Captures named only inside a [[...]] part need no default: the part is left out.
+    # Captures named only inside [[...]] parts need no default: a part is left out when
+    # its captures were not found. ``required``: the names the template says always.
     try:
-        spans = _optional_parts(template)
-        optional = {n for a, b in spans for n in template_fields(template[a + 2 : b - 2])}
         required = template_fields(resolve_optional(template, ()))
     except ValueError as exc:
         raise RulePackError(f"{where}: field {key}: bad [[...]] part: {exc}") from exc
@@ -81,7 +80,7 @@ def check_template(template: object, patterns, defaults, where: str, key: str) -
         names.add(name)
     for name in names:
         missing = [i + 1 for i, rx in enumerate(patterns) if name not in rx.groupindex]
-        if name in optional and name not in required and len(missing) < len(patterns):
+        if name not in required and len(missing) < len(patterns):
             continue  # captured by some pattern; left out with its part when not found
         if missing and name not in defaults:
             raise RulePackError(
