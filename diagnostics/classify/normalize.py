@@ -33,6 +33,14 @@ def _ansi() -> re.Pattern[str]:
 
 _LOST_ESC = re.compile(r"(?<![\w\]])\[[0-9;]{1,12}m")
 
+# A process's own prefix, which it prints before the continuation of a line it wrapped
+# too (PROCESS_PREFIX below): vLLM's (EngineCore_DP0 pid=1), Ray's (RayWorkerWrapper
+# pid=1, ip=...) and Ray Data's (MapWorker(MapBatches(X)) pid=1, ...), SkyPilot's (task,
+# pid=1) and (worker1, rank=1, pid=1, ip=...); torch's [rank0]: and torchrun's --tee
+# [default0]:. Spaces are written [ ]: the same text is read in verbose mode below.
+_PID_PREFIX = r"\((?:[\w:.\-()]+,?(?:[ ][\w=.:\-]+,?)*[ ])?pid=\d+(?:,[ ][a-z_]+=[\w.:\-]+)*\)"
+_RANK_PREFIX = r"\[(?:rank|default)\d+\]:"
+
 # Each prefix is stripped from the start of the line, repeatedly, in any order.
 _PREFIXES = re.compile(
     r"""^(?:
@@ -52,11 +60,12 @@ _PREFIXES = re.compile(
     | [A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w.\-/]+(?:\[\d+\])?:\s  # journald
     | [a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]\s?       # RunPod console
     | [\w.\-]{1,64}(?:-\d+)?\s+\|\s                                 # docker compose service |
-    # (EngineCore_DP0 pid=1), Ray's (RayWorkerWrapper pid=1, ip=...) and Ray Data's
-    # (MapWorker(MapBatches(X)) pid=1, ...), SkyPilot's (task, pid=1) and (worker1,
-    # rank=1, pid=1, ip=...)
-    | \((?:[\w:.\-()]+,?(?:\ [\w=.:\-]+,?)*\ )?pid=\d+(?:,\ [a-z_]+=[\w.:\-]+)*\)\s*
-    | \[(?:rank|default)\d+\]:\s*                     # torch distributed; torchrun's --tee
+    | """
+    + _PID_PREFIX
+    + r"""\s*                                             # a process's own (above)
+    | """
+    + _RANK_PREFIX
+    + r"""\s*                                            # torch distributed
     | \((?:raylet|gcs_server|autoscaler|dashboard\w*)(?:,\ ip=[\w.:\-]+)?\)\s*  # ray daemons
     | E\ {3,}(?=\S)                                                 # pytest failure lines
     | \[pod/[\w.\-]+/[\w.\-]+\]\s                                     # kubectl logs --prefix
@@ -172,8 +181,8 @@ WRAP_WIDTHS = frozenset({80, 100, 120, 160})
 # kubectl's [pod/name/container].
 # (Also a Hyperscan expression: the block scanner's lines of a terminal's width.)
 PROCESS_PREFIX = (
-    r"(?:\((?:[\w:.\-()]+,?(?: [\w=.:\-]+,?)* )?pid=\d+(?:, [a-z_]+=[\w.:\-]+)*\) ?"
-    r"|\[(?:rank|default)\d+\]: ?|[\w.\-]{1,64}(?:-\d+)?[ \t]+\| |\[pod/[\w.\-]+/[\w.\-]+\] )"
+    rf"(?:{_PID_PREFIX} ?|{_RANK_PREFIX} ?"
+    r"|[\w.\-]{1,64}(?:-\d+)?[ \t]+\| |\[pod/[\w.\-]+/[\w.\-]+\] )"
 )
 _PROCESS_PREFIX = re.compile("^" + PROCESS_PREFIX)
 # A reply's quote marker before every line: added after the terminal wrapped them, so a
