@@ -94,6 +94,18 @@ CONSEQUENCES = {
         "WARNING 01-01 00:00:00 [_custom_ops.py:20] Failed to import from vllm._C with "
         "ImportError('libcuda.so.1: cannot open shared object file: No such file or directory')"
     ],
+    # torch's warning that its build has no kernels for the GPU: what fails next names
+    # the cause (a GPU newer than the build often runs the older code)
+    "torch-build-lacks-gpu": [
+        "/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:230: UserWarning: ",
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the "
+        "current PyTorch installation.",
+    ],
+    # Kubernetes restarting a start slower than its probe allows
+    "liveness-probe": [
+        "  Normal   Killing    4m2s (x3 over 16m)   kubelet   Container vllm failed liveness "
+        "probe, will be restarted"
+    ],
     "unknown-exception": ["RuntimeError: something nobody catalogued went wrong"],
     "worker-report": [WORKER_REPORT.format(message="something nobody catalogued went wrong")],
     "ends-in-traceback": FRAMES,
