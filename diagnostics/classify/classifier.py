@@ -9,9 +9,9 @@ names, or a log that ends in a traceback, is judged by where it was raised
 vLLM reports it is ready, earlier matches are dropped (they did not stop it); after
 a requested shutdown, generic wrapper errors are ignored. After ready, a rule marked
 ``before_ready`` (a bare exception line: a failed request) names the cause only once
-vLLM exited, and a traceback no longer ends the start; a start marker after ready
-begins a new start. A traceback whose header was cut off (an elided paste) is known
-by its frame, ``raise`` and position-marker lines.
+vLLM exited (or a traceback left vLLM's program), and a traceback no longer ends the
+start; a start marker after ready begins a new start. A traceback whose header was
+cut off (an elided paste) is known by its frame, ``raise`` and position-marker lines.
 """
 
 from __future__ import annotations
@@ -195,9 +195,9 @@ class Classifier:
         if findings.best is not None:
             best = _with_frames_after_header(findings.best, progress)
             return render_hit(best, context, self.pack.provenance, self.redact, may)
-        if findings.late is not None and (exited or exit_code is not None):
+        gone, provenance = exited or exit_code is not None or progress.exited, self.pack.provenance
+        if findings.late is not None and gone:
             return render_hit(findings.late, context, None, self.redact, may)
-        gone, provenance = exited or exit_code is not None, self.pack.provenance
         verdict = unmatched(progress, self.recent, provenance, self.redact, gone, exit_code)
         return verdict if verdict is not None else Diagnosis(state=self.phase)
 

@@ -20,6 +20,12 @@ _FRAME = re.compile(
 )
 _RAISE = re.compile(r"^\s+raise (?P<cls>[A-Za-z_][\w.]*)")
 _HEADER_CLASS = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Z]\w*)\s{2,}Traceback \(most recent")
+# The outermost frame of vLLM's own program (`vllm serve`'s script, a vLLM module run
+# as a script, `python -m`'s runner): a traceback from there left the program.
+_VLLM_MAIN = re.compile(
+    r"(?:^|/)vllm(?:/entrypoints/\S*\.py)? <module>$"
+    r"|(?:(?:^|/)runpy\.py|^<frozen runpy>) _run_module_as_main$"
+)
 
 
 class Origin(NamedTuple):
@@ -46,6 +52,8 @@ class Progress:
         self.chain = 0  # tracebacks seen; a chained one keeps the number of the one above
         self._chained = False  # a chain marker since the last traceback header
         self.origin: Origin | None = None  # the innermost project frame of this traceback
+        self.outermost = False  # the next frame is a traceback's first
+        self.exited = False  # after ready, a traceback left vLLM's program: it ended
 
     def saw(self, pattern: Pattern, text: str, lineno: int) -> None:
         """A traceback header, a traceback line, a frame or an ``after`` marker hit."""
@@ -56,6 +64,7 @@ class Progress:
             self._chained = False
             header = _HEADER_CLASS.match(text)
             self.origin = Origin("", "", header.group("cls")) if header else None
+            self.outermost = True
             if not self.stopping and self.phase is not State.READY:
                 self.traceback = lineno
         elif pattern.kind == "chain":
@@ -90,6 +99,12 @@ class Progress:
                 cls = raised.group("cls").rsplit(".", 1)[-1]
                 self.origin = Origin(self.origin.path, self.origin.function, "", cls)
             return
+        if self.outermost:
+            self.outermost = False
+            where = f"{found.group('path') or found.group('ipath')} {found.group('func')}"
+            main = _VLLM_MAIN.search(where)
+            if main is not None and self.phase is State.READY and not self.stopping:
+                self.exited = True
         path = project_path(found.group("path") or found.group("ipath") or "")
         if path is not None:
             header = self.origin.header_class if self.origin is not None else ""
@@ -111,7 +126,7 @@ class Progress:
         if state is State.READY:
             # Nothing seen before bears on what follows (diagnose reads a log from its
             # last ready marker on): traceback frames and `after` markers are forgotten.
-            self.stopping = False
+            self.stopping = self.exited = False
             self.frames.clear()
             self.after.clear()
         if state is self.phase:

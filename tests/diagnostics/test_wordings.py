@@ -943,6 +943,65 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # A value the user chose, rejected where the catalogue's scope does not reach (the
+    # tool and reasoning parsers' registries, the API server's middleware, LoRA's limits).
+    (["KeyError: \"tool helper: 'llama3' not found in tool_parsers\""], "bad_config", True),
+    (
+        [
+            "(APIServer pid=1) ValueError: Invalid middleware auth_mw.check_api_key. Must be a function or a class."
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ERROR 06-12 17:41:21 [core.py:494] ValueError: LoRA rank 64 is greater than max_lora_rank 16."
+        ],
+        "bad_config",
+        True,
+    ),
+    # The API server's TLS files, loaded as it starts listening (after it says it starts).
+    (
+        [
+            "INFO 04-22 12:32:03 [api_server.py:1081] Starting vLLM API server on https://0.0.0.0:8443",
+            "Traceback (most recent call last):",
+            '  File "/usr/local/bin/vllm", line 10, in <module>',
+            '  File "/usr/local/lib/python3.12/dist-packages/uvicorn/config.py", line 119, in create_ssl_context',
+            "    ctx.load_cert_chain(certfile, keyfile, get_password)",
+            "FileNotFoundError: [Errno 2] No such file or directory",
+        ],
+        "bad_config",
+        True,
+    ),
+    # What the image's packages lack: a module without the attribute its caller expects
+    # (another version; a torch built without CUDA), a package refusing the installed torch.
+    (["AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'"], "other", True),
+    (
+        [
+            "AttributeError: module 'transformers' has no attribute 'Qwen2VLForConditionalGeneration'"
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "ERROR! Intel® Extension for PyTorch* needs to work with PyTorch 2.3.*, but PyTorch 2.5.1+cxx11.abi is found. Please switch to the matching version and run again."
+        ],
+        "other",
+        True,
+    ),
+    # vLLM run on macOS: no GPU platform, a requirement of the host (as native Windows).
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/Users/me/src/vllm/vllm/engine/arg_utils.py", line 903, in create_engine_config',
+            '  File "/Users/me/src/vllm/vllm/config.py", line 1154, in __init__',
+            '    raise RuntimeError("Failed to infer device type")',
+            "RuntimeError: Failed to infer device type",
+        ],
+        "model_requirement",
+        True,
+    ),
 ]
 
 

@@ -261,6 +261,50 @@ def test_a_failed_request_after_ready_is_not_a_failed_start():
     assert "maximum context length" in diagnosis.cause
 
 
+# After ready, tracebacks by their outermost frame: vLLM's own program (the `vllm`
+# script, a vLLM module run as a script, `python -m`'s runner) left, so vLLM ended;
+# a request handler's, or a module imported lazily while serving, did not.
+PROGRAM_EXIT = [
+    ('  File "/usr/local/bin/vllm", line 10, in <module>', True),
+    ('  File "/x/vllm/entrypoints/openai/api_server.py", line 9, in <module>', True),
+    ('  File "<frozen runpy>", line 198, in _run_module_as_main', True),
+    ('  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main', True),
+    ('  File "/x/vllm/entrypoints/openai/serving_chat.py", line 1, in create_chat', False),
+    ('  File "/x/vllm/model_executor/guided_decoding/outlines.py", line 3, in <module>', False),
+    ('  File "/home/me/client.py", line 12, in <module>', False),
+]
+
+
+@pytest.mark.parametrize(("outermost", "exited"), PROGRAM_EXIT)
+def test_a_traceback_leaving_vllms_program_after_ready_ends_the_start(outermost, exited):
+    lines = [
+        READY,
+        "Traceback (most recent call last):",
+        outermost,
+        '  File "/x/uvicorn/config.py", line 1, in load',
+        "ValueError: something nobody catalogued",
+    ]
+    diagnosis = _stream(lines)
+    assert diagnosis.failed is exited, diagnosis
+    if exited:
+        assert diagnosis.rule == "unhandled-exception"
+    # only its outermost frame counts: the same frame deeper in a traceback does not
+    deeper = _stream([*lines[:2], '  File "/x/uvicorn/main.py", line 1, in run', *lines[2:]])
+    assert not deeper.failed
+
+
+def test_a_traceback_before_a_new_ready_does_not_end_the_next_start():
+    lines = [
+        READY,
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/vllm", line 10, in <module>',
+        "ValueError: something nobody catalogued",
+        "INFO 11-29 18:00:00 [api_server.py:1] vLLM API server version 0.9.1",
+        READY,
+    ]
+    assert _stream(lines).state is State.READY
+
+
 def test_a_new_start_after_ready_is_judged_again():
     classifier = Classifier(PACK)
     classifier.feed(READY)

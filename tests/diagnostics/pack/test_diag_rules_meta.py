@@ -65,6 +65,8 @@ WITHOUT_A_REAL_LOG = {
     # their code, for pastes that keep only that line (the held-out sets' shapes)
     "torch-build-lacks-gpu": "test_selection.CONSEQUENCES",
     "killed-by-liveness-probe": "test_selection.CONSEQUENCES",
+    # uvicorn's TLS set-up (its create_ssl_context), written from its code
+    "tls-files-unusable": "test_wordings.WORDINGS",
 }
 
 
@@ -82,6 +84,9 @@ def _built_rules() -> frozenset[str]:
     for lines, _, _ in INSPECTION:
         best = Classifier(PACK).feed_all(lines).findings.best
         given |= {best.rule.id} if best is not None else set()
+    from tests.diagnostics.test_wordings import WORDINGS
+
+    given |= {classify_lines(lines).rule for lines, _, _ in WORDINGS}
     return frozenset(given | {verdict(line).rule for line in CHOSEN_VALUE})
 
 
