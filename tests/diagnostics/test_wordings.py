@@ -990,6 +990,18 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # vLLM's KV-cache message reflowed by a Markdown quote and cut inside the estimate it
+    # appends ("Based on the available memory, ..."): that sentence is the KV cache's.
+    (
+        [
+            "> ValueError: To serve at least one request with the models's max seq len",
+            "> (10485760), (120.42 GiB KV cache is needed, which is larger than the available",
+            "> KV cache memory (14.47 GiB). Based on the available memory, the estimated",
+            "> maximum model length is 12",
+        ],
+        "kv_cache",
+        True,
+    ),
     # vLLM run on macOS: no GPU platform, a requirement of the host (as native Windows).
     (
         [
