@@ -943,6 +943,20 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # NCCL's warnings that the group cannot form: no interface for its bootstrap, an
+    # InfiniBand completion with an error status.
+    (
+        ["gpu-a02:2207:2207 [0] bootstrap.cc:75 NCCL WARN Bootstrap : no socket interface found"],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "vllm-r1-0-1:588:1290 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.244.2.9<43561> with status=12 opcode=129 len=0 vendor err 129 (Recv)"
+        ],
+        "cuda_fault",
+        False,
+    ),
     # A value the user chose, rejected where the catalogue's scope does not reach (the
     # tool and reasoning parsers' registries, the API server's middleware, LoRA's limits).
     (["KeyError: \"tool helper: 'llama3' not found in tool_parsers\""], "bad_config", True),

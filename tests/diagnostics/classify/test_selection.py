@@ -101,6 +101,16 @@ CONSEQUENCES = {
         "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the "
         "current PyTorch installation.",
     ],
+    # vLLM finding no platform (no GPU visible), and xFormers built for another torch:
+    # what fails next names the cause
+    "no-platform-detected": [
+        "INFO 04-09 07:33:20 [__init__.py:243] No platform detected, vLLM is running on "
+        "UnspecifiedPlatform"
+    ],
+    "xformers-built-for-another-torch": [
+        "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:",
+        "    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.2+cu118)",
+    ],
     # Kubernetes restarting a start slower than its probe allows
     "liveness-probe": [
         "  Normal   Killing    4m2s (x3 over 16m)   kubelet   Container vllm failed liveness "
