@@ -19,9 +19,11 @@ import re
 
 # A compose line: the service's name (its instance number apart; a letter first, so a
 # paste's line numbers, "12 | ...", are not names), padding, the gutter; after any colour
-# codes compose puts around the name.
+# codes compose puts around the name, and what a paste puts before every line (an
+# indent, a Markdown code block's; a reply's quote markers).
 _SERVICE = re.compile(
-    r"^(?:\x1b\[[\d;]*m)*(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*"
+    r"^[ \t]*(?:>[ \t]?)*(?:\x1b\[[\d;]*m)*"
+    r"(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*"
     r"[ \t]+\|(?: |$)"
 )
 # vLLM's logger header, after the gutter and a process prefix.

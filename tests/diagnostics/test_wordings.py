@@ -943,6 +943,10 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # The shell's and the runtime's words in a paste indented as a whole (a Markdown code
+    # block): anchored at the line's start, after the indent.
+    (["    INFO 05-01 10:00:00 [loader.py:1] Loading weights", "    Killed"], "other", False),
+    (["    exec /usr/bin/python3: exec format error"], "other", True),
     # NCCL's warnings that the group cannot form: no interface for its bootstrap, an
     # InfiniBand completion with an error status.
     (

@@ -108,3 +108,15 @@ def test_a_pastes_line_numbers_are_not_service_names():
     lines = [f"{n} | {line[len(VLLM) :]}" for n, line in enumerate([*START, *FAILURE], 12)]
     diagnosis = both_paths(lines)
     assert diagnosis.rule == "max-model-len-above-model-limit"
+
+
+@pytest.mark.parametrize(
+    "paste", ["    ", "\t", "> ", "    > "], ids=["indent", "tab", "quote", "both"]
+)
+def test_services_are_told_apart_under_what_a_paste_puts_before_every_line(paste):
+    """A Markdown code block's indent and a reply's quote markers before every line: the
+    service names under them still say whose line it is."""
+    lines = [paste + line for line in [*CHAT_FAILS, *EMBED_UP]]
+    diagnosis = both_paths(lines)
+    assert diagnosis.state is State.FAILED_TRANSIENT, diagnosis
+    assert diagnosis.rule == "gpu-free-memory-below-utilization"
