@@ -38,6 +38,7 @@ from diagnostics.model import Category
 
 FORMAT = 1
 MIN_CUT = 40  # fixed characters a cut message must show, from its start
+_SPACES = re.compile(r"[ \t]{2,}")
 _MAX_CANDIDATES = 64  # templates checked for one text (a pair shared by more says little)
 _MAX_TEXT = 4096
 
@@ -86,8 +87,10 @@ class Catalogue:
         return _entry(self.rows[number])
 
     def lookup(self, text: str) -> Found | None:
-        """The catalogued message ``text`` holds, or None (none, or an ambiguous one)."""
-        text = text[:_MAX_TEXT]
+        """The catalogued message ``text`` holds, or None (none, or an ambiguous one).
+        Runs of spaces read as one (no template has two in a row; a paste may: a line
+        reflowed, an f-string's parts joined with a space each)."""
+        text = _SPACES.sub(" ", text[:_MAX_TEXT])
         words = [(m.group().lower(), m.start()) for m in _word().finditer(text)]
         found: list[Found] = []
         checked = 0

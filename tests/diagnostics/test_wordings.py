@@ -961,6 +961,33 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # Kubernetes' service link for a Service named vllm (VLLM_PORT=tcp://ip:port), alone.
+    (
+        ["ValueError: invalid literal for int() with base 10: 'tcp://10.96.142.7:8000'"],
+        "bad_config",
+        True,
+    ),
+    # The most common requirement's message cut right after "are not" (a terminal's width).
+    (
+        ["ValueError: Model architectures ['Qwen2_5_VLForConditionalGeneration'] are not"],
+        "model_requirement",
+        True,
+    ),
+    # A catalogued message whose parts the paste joined with two spaces.
+    (
+        [
+            "ValueError: Weight output_size_per_partition = 7392 is not divisible by  min_thread_n = 64. Consider reducing tensor_parallel_size or running with --quantization gptq."
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "TypeError: Error: --enable-auto-tool-choice requires tool_parser:'llama3' which has not been registered"
+        ],
+        "bad_config",
+        True,
+    ),
     # A value the user chose, rejected where the catalogue's scope does not reach (the
     # tool and reasoning parsers' registries, the API server's middleware, LoRA's limits).
     (["KeyError: \"tool helper: 'llama3' not found in tool_parsers\""], "bad_config", True),

@@ -246,6 +246,19 @@ def test_the_lookup_reads_a_cut_message_only_where_the_template_would_go_on():
     assert found is not None and found.whole
 
 
+def test_runs_of_spaces_read_as_one():
+    """No shipped template has two spaces in a row, so a paste's run of spaces (parts of
+    a message joined with a space each, a reflowed line) reads as one."""
+    assert not [e for e in ROWS if "  " in e[0]]
+    template = "Weight output_size_per_partition = {} is not divisible by min_thread_n = {}."
+    row = row_of(template, "bad_config", True, "ValueError", "vllm/x.py", "check")
+    catalogue = parse_catalogue(json.dumps({"format": 1, "entries": [row]}).encode())
+    found = catalogue.lookup(
+        "ValueError: Weight output_size_per_partition = 7392 is not divisible by  min_thread_n = 64."
+    )
+    assert found is not None and found.whole
+
+
 def test_a_damaged_catalogue_is_refused():
     for data in (
         b"[]",

@@ -70,6 +70,8 @@ WITHOUT_A_REAL_LOG = {
     "xformers-built-for-another-torch": "test_selection.CONSEQUENCES",
     # uvicorn's TLS set-up (its create_ssl_context), written from its code
     "tls-files-unusable": "test_wordings.WORDINGS",
+    # Kubernetes' service links (its documented env var form), written from the platform
+    "kubernetes-service-env": "test_wordings.WORDINGS",
 }
 
 
