@@ -391,7 +391,10 @@ def test_a_repository_not_found_names_the_repo_of_its_url(url):
 
 
 # transformers' AutoTokenizer, each of its wordings over 4.x and 5.x: the class the model
-# names is not in this transformers; the answer names it and both ways out.
+# names is not in this transformers. One no transformers release ships is the
+# repository's own code (remote_code: TRUST_REMOTE_CODE); one a release ships, under any
+# spelling, needs a newer transformers (model_requirement;
+# tests/diagnostics/pack/test_tokenizer_classes.py).
 TOKENIZER_CLASS = [
     "ValueError: Tokenizer class MyTokenizer does not exist or is not currently imported.",
     "ValueError: Tokenizer class 'MyTokenizer' specified in the tokenizer config was not "
@@ -406,13 +409,13 @@ TOKENIZER_FRAME = (
 
 @pytest.mark.parametrize("line", TOKENIZER_CLASS)
 @pytest.mark.parametrize("frame", [False, True], ids=["bare", "with-frame"])
-def test_a_tokenizer_class_transformers_lacks_is_a_model_requirement(line, frame):
+def test_a_tokenizer_class_transformers_lacks_is_the_repositorys_code_or_newer(line, frame):
     diagnosis = verdict(*([TOKENIZER_FRAME] if frame else []), line)
-    assert (str(diagnosis.category), diagnosis.state) == (
-        "model_requirement",
-        State.FAILED_PERMANENT,
-    )
+    assert (str(diagnosis.category), diagnosis.state) == ("remote_code", State.FAILED_PERMANENT)
     assert "MyTokenizer" in diagnosis.cause and "TRUST_REMOTE_CODE=true" in diagnosis.fix
+    shipped = verdict(*([TOKENIZER_FRAME] if frame else []), line.replace("My", "Qwen2"))
+    assert (str(shipped.category), shipped.state) == ("model_requirement", State.FAILED_PERMANENT)
+    assert "Qwen2Tokenizer" in shipped.cause and "newer" in shipped.fix
 
 
 @pytest.mark.parametrize(

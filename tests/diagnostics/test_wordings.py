@@ -326,11 +326,13 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "remote_code",
         True,
     ),
+    # a class no transformers release ships: the repository's own code (baichuan-inc's
+    # tokenization_baichuan.py)
     (
         [
             "ValueError: Tokenizer class BaichuanTokenizer does not exist or is not currently imported.",
         ],
-        "model_requirement",
+        "remote_code",
         True,
     ),
     (
@@ -986,6 +988,13 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             "TypeError: Error: --enable-auto-tool-choice requires tool_parser:'llama3' which has not been registered"
         ],
         "bad_config",
+        True,
+    ),
+    # A tokenizer class of transformers missing from an older one: the model needs a newer
+    # transformers (a class no release ships is the repository's own: remote_code).
+    (
+        ["ValueError: Tokenizer class Qwen2Tokenizer does not exist or is not currently imported."],
+        "model_requirement",
         True,
     ),
     # A value the user chose, rejected where the catalogue's scope does not reach (the
