@@ -110,15 +110,22 @@ def _repr_exception() -> re.Pattern[str]:
 
 @cache
 def _access_line() -> re.Pattern[str]:
-    # uvicorn's access line: '%s - "%s %s HTTP/%s" %d %s' (client host:port first).
-    return re.compile(r'\S+:\d+ - "[A-Z]{3,7} \S+ HTTP/\d(?:\.\d)?" \d{3}\b')
+    # uvicorn's access line: '%s - "%s %s HTTP/%s" %d %s' (client host:port first); a
+    # client's log of its request to an OpenAI-style server (httpx: 'HTTP Request: %s %s
+    # "%s %d %s"'), whose paths (/v1/..., /health) are never the hub's.
+    return re.compile(
+        r'\S+:\d+ - "[A-Z]{3,7} \S+ HTTP/\d(?:\.\d)?" \d{3}\b'
+        r"|HTTP Request: [A-Z]{3,7} \S+?/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
+        r'\S* "HTTP/\d(?:\.\d)? \d{3}\b'
+    )
 
 
 def access_line(text: str) -> bool:
-    """Whether ``text`` (normalised) is an HTTP server's access line: the status in it is
-    the server's answer to a client (vLLM's API server, a proxy beside it), never a cause
-    of a failed start (a hub's 401 or 404 reads the same words)."""
-    return '" ' in text and _access_line().search(text) is not None
+    """Whether ``text`` (normalised) is an HTTP server's access line, or a client's log of
+    its request to an OpenAI-style server: the status in it is the server's answer to a
+    client (vLLM's API server, a proxy beside it), never a cause of a failed start (a
+    hub's 401 or 404 reads the same words)."""
+    return ('" ' in text or "HTTP Request: " in text) and _access_line().search(text) is not None
 
 
 def strip_ansi(line: str) -> str:

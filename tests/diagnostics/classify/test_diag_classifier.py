@@ -305,6 +305,41 @@ def test_a_traceback_before_a_new_ready_does_not_end_the_next_start():
     assert _stream(lines).state is State.READY
 
 
+# A client's log of its request to vLLM (httpx's INFO line, as a web UI beside vLLM in a
+# compose log prints it): the status is vLLM's answer to it, not the hub's.
+CLIENT_REQUESTS = [
+    'HTTP Request: POST http://vllm:8000/v1/chat/completions "HTTP/1.1 502 Bad Gateway"',
+    'HTTP Request: GET http://localhost:8000/health "HTTP/1.1 503 Service Unavailable"',
+]
+
+
+@pytest.mark.parametrize("request_line", CLIENT_REQUESTS)
+def test_a_clients_request_to_vllm_is_not_a_hub_status(request_line):
+    gated = [
+        "huggingface_hub.errors.GatedRepoError: 403 Client Error.",
+        "Access to model meta-llama/Llama-3.2-3B-Instruct is restricted and you are not in "
+        "the authorized list.",
+    ]
+    assert _stream([request_line, *gated]).rule == "gated-repo"
+    assert not _stream([request_line]).failed
+    # the hub's own request, logged the same way, keeps its status
+    hub = 'HTTP Request: GET https://huggingface.co/api/models/org/m "HTTP/1.1 503 Service Unavailable"'
+    assert _stream([hub]).rule == "hub-unreachable"
+
+
+def test_nccls_probe_for_an_optional_plugin_is_not_a_missing_library():
+    probe = (
+        "host:3470:3470 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared "
+        "object file: No such file or directory No plugin found (libnccl-net.so), using "
+        "internal implementation"
+    )
+    assert not _stream([probe]).failed
+    missing = (
+        "ImportError: libcudnn.so.8: cannot open shared object file: No such file or directory"
+    )
+    assert _stream([missing]).rule == "broken-environment"
+
+
 def test_a_new_start_after_ready_is_judged_again():
     classifier = Classifier(PACK)
     classifier.feed(READY)
