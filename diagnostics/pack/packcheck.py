@@ -224,8 +224,11 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
     if not isinstance(permanent, bool):
         raise RulePackError(f"{where}: field permanent: must be true or false")
     # Category other has no fixed permanence: it follows the image (a package missing
-    # from it fails every restart the same way) or the host (docs/diagnostics.md).
-    if permanent != category.permanent and category is not Category.OTHER:
+    # from it fails every restart the same way) or the host (docs/diagnostics.md). An oom
+    # rule is transient only where its `when` says the memory was others' (numbers are
+    # read by transient_if instead).
+    held = category is Category.OOM and not permanent and bool(raw.get("when"))
+    if permanent != category.permanent and category is not Category.OTHER and not held:
         raise RulePackError(
             f"{where}: field permanent: category {category} is "
             f"{'permanent' if category.permanent else 'transient'}, so permanent must be "

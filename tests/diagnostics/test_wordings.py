@@ -949,6 +949,50 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     # block): anchored at the line's start, after the indent.
     (["    INFO 05-01 10:00:00 [loader.py:1] Loading weights", "    Killed"], "other", False),
     (["    exec /usr/bin/python3: exec format error"], "other", True),
+    # Out of memory while setting up CUDA on the GPU (torch's set_device, before vLLM
+    # allocates anything): other processes hold the GPU's memory, transient.
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/venv/lib/python3.10/site-packages/vllm/worker/worker.py", line 80, in init_model',
+            "    torch.cuda.set_device(self.device)",
+            '  File "/opt/venv/lib/python3.10/site-packages/torch/cuda/__init__.py", line 404, in set_device',
+            "    torch._C._cuda_setDevice(device)",
+            "RuntimeError: CUDA error: out of memory",
+        ],
+        "oom",
+        False,
+    ),
+    # transformers' wrapper of an HTTP error while it loads a file: the status under it
+    # decides; alone, a connection's fault.
+    (
+        [
+            "OSError: There was a specific connection error when trying to load meta-llama/Llama-3.1-8B-Instruct:",
+            "401 Client Error: Unauthorized for url: https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json",
+            "Invalid credentials in Authorization header",
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        ["OSError: There was a specific connection error when trying to load org/model:"],
+        "network",
+        False,
+    ),
+    # A chat template path the user gave that does not exist (vLLM 0.5+'s wording).
+    (
+        [
+            "ValueError: The supplied chat template string (./template_chatml.jinja) appears path-like, but doesn't exist!"
+        ],
+        "bad_config",
+        True,
+    ),
+    # Triton's FP8 matrix multiply on a GPU below Ada/Hopper.
+    (
+        ["AssertionError: Dot op does not support fp8e4nv on CUDA arch < 90"],
+        "model_requirement",
+        True,
+    ),
     # NCCL's warnings that the group cannot form: no interface for its bootstrap, an
     # InfiniBand completion with an error status.
     (

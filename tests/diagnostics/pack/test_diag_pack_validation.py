@@ -33,6 +33,17 @@ def test_a_good_pack_loads(tmp_path):
     assert [r.id for r in pack.rules] == ["some-rule"]
 
 
+def test_an_oom_rule_is_transient_only_where_its_when_places_it(tmp_path):
+    """Out of memory is the configuration's (permanent) unless the rule says where it
+    ran out such that the memory was others' (a `when` clause)."""
+    placed = changed("permanent: true", "permanent: false").replace(
+        "    fix:", "    when: {traceback_through: ['in set_device']}\n    fix:"
+    )
+    assert not _pack(tmp_path, placed).rules[0].permanent
+    with pytest.raises(RulePackError, match="category oom is permanent"):
+        _pack(tmp_path, changed("permanent: true", "permanent: false"))
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
