@@ -99,13 +99,13 @@ class Progress:
                 cls = raised.group("cls").rsplit(".", 1)[-1]
                 self.origin = Origin(self.origin.path, self.origin.function, "", cls)
             return
+        shown = found.group("path") or found.group("ipath") or ""
         if self.outermost:
             self.outermost = False
-            where = f"{found.group('path') or found.group('ipath')} {found.group('func')}"
-            main = _VLLM_MAIN.search(where)
+            main = _VLLM_MAIN.search(f"{shown} {found.group('func')}")
             if main is not None and self.phase is State.READY and not self.stopping:
                 self.exited = True
-        path = project_path(found.group("path") or found.group("ipath") or "")
+        path = project_path(shown)
         if path is not None:
             header = self.origin.header_class if self.origin is not None else ""
             self.origin = Origin(path, found.group("func"), header)

@@ -5,8 +5,6 @@ raised and by its type."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from diagnostics.model import State
 from diagnostics.pack.evidence import parse_provenance, project_path
 from diagnostics.pack.rules import RulePackError, load_pack
 from tests.support.packs import both_paths, shipped_pack
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "rules"
@@ -51,13 +50,8 @@ def raised_in(path: str, function: str, *after: str) -> list[str]:
     return ["Traceback (most recent call last):", frame(path, function), *after]
 
 
-def test_the_committed_data_is_current():
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen_provenance.py"), "--check"],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_the_committed_data_is_current(capsys):
+    assert load_script("gen_provenance").main(["--check"]) == 0, capsys.readouterr().out
 
 
 def test_the_shipped_pack_loads_it():

@@ -6,13 +6,12 @@ from the releases (scripts/gen_tokenizer_rule.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.packs import both_paths
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = json.loads((ROOT / "fixtures" / "catalogue" / "tokenizer-classes.json").read_text())
@@ -42,13 +41,8 @@ CASES = [
 ]
 
 
-def test_the_generated_rule_is_current_and_the_data_spans_the_releases():
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen_tokenizer_rule.py"), "--check"],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_the_generated_rule_is_current_and_the_data_spans_the_releases(capsys):
+    assert load_script("gen_tokenizer_rule").main(["--check"]) == 0, capsys.readouterr().out
     assert {"LlamaTokenizer", "Qwen2Tokenizer", "PreTrainedTokenizerFast"} <= set(DATA["classes"])
     assert DATA["releases"][0].startswith("4.") and DATA["releases"][-1].startswith("5.")
 
