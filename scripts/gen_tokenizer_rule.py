@@ -6,14 +6,15 @@ find. X is either a class transformers ships (in a release newer than the instal
 or under an older spelling, LLaMATokenizer for LlamaTokenizer): what this vLLM and
 transformers cannot run, model_requirement; or a class transformers has never shipped:
 the repository's own code (QWenTokenizer, ChatGLM4Tokenizer, InternLM2Tokenizer), which
-only trust_remote_code loads, remote_code (rule ``tokenizer-class-not-found`` in
-``rules/40-config.yaml``).
+only trust_remote_code loads, remote_code.
 
 The classes transformers ships are data, read from the releases
 (``transformers/models/auto/tokenization_auto.py``: ``TOKENIZER_MAPPING_NAMES``, every
 name ending in Tokenizer or TokenizerFast) into ``fixtures/catalogue/tokenizer-classes.json``;
-this script writes ``rules/38-tokenizer-classes.yaml`` from it, the names matched in any
-case.
+this script writes ``rules/38-tokenizer-classes.yaml`` from it: both rules
+(``tokenizer-class-newer-than-transformers``, the names matched in any case, first;
+``tokenizer-class-not-found`` for any other name), from one list of transformers'
+wordings (``WORDINGS``).
 
     python scripts/gen_tokenizer_rule.py --mine transformers-4.34.1-py3-none-any.whl ...
     python scripts/gen_tokenizer_rule.py            # write the rule
@@ -39,6 +40,14 @@ _NAME = re.compile(r"[\"']([A-Z]\w*Tokenizer(?:Fast)?)[\"']")
 _VERSION = re.compile(r"transformers-(\d[\w.]*)-")
 # transformers' base classes, which a tokenizer_config.json may name too
 BASES = ("PreTrainedTokenizer", "PreTrainedTokenizerFast")
+# AutoTokenizer's wordings for a class it cannot find (4.x and 5.x), as YAML-quoted
+# regexes; CLS stands for the class name's group (written without a backslash, so it
+# reads the same in either quoting).
+WORDINGS = (
+    "'\\bTokenizer class CLS does not exist or is not currently imported'",
+    "\"\\\\bTokenizer class '?CLS'? specified in the tokenizer config\"",
+    "'\\bTokenizer class CLS is not currently imported'",
+)
 
 
 def mine(wheels: list[str]) -> dict:
@@ -54,6 +63,10 @@ def mine(wheels: list[str]) -> dict:
         found = _VERSION.search(Path(wheel).name)
         releases.append(found.group(1) if found else Path(wheel).name)
     return {"releases": sorted(releases), "classes": sorted(classes)}
+
+
+def _patterns(cls: str) -> list[str]:
+    return [f"      - {wording.replace('CLS', cls)}" for wording in WORDINGS]
 
 
 def render(data: dict) -> str:
@@ -74,9 +87,7 @@ def render(data: dict) -> str:
         "      spelling no release has). A class no release ships is the repository's own",
         "      code (tokenizer-class-not-found, remote_code).",
         "    patterns:",
-        f"      - '\\bTokenizer class {known} does not exist or is not currently imported'",
-        f"      - \"\\\\bTokenizer class '?{known}'? specified in the tokenizer config\"",
-        f"      - '\\bTokenizer class {known} is not currently imported'",
+        *_patterns(known),
         "    cause: >-",
         "      The model's tokenizer_config.json names {cls}, a tokenizer class of transformers",
         "      that the installed transformers does not have (it is newer, or the model names",
@@ -85,6 +96,27 @@ def render(data: dict) -> str:
         "      Use an image with a newer vLLM and transformers that know {cls}; if the model",
         "      names an old spelling (LLaMATokenizer for LlamaTokenizer), use a checkpoint whose",
         "      tokenizer_config.json names the current class.",
+        "",
+        "  - id: tokenizer-class-not-found",
+        "    category: remote_code",
+        "    permanent: true",
+        "    note: >-",
+        "      transformers' AutoTokenizer cannot find the tokenizer class a model's",
+        "      tokenizer_config.json names, and the class is none transformers has ever",
+        "      shipped (those are the rule above): the repository's own code (QWenTokenizer,",
+        "      ChatGLM4Tokenizer, InternLM2Tokenizer), which only trust_remote_code loads;",
+        "      vLLM's own reading of it (remote-code-required) says so when trust_remote_code",
+        "      is off.",
+        "    patterns:",
+        *_patterns("(?P<cls>[A-Za-z0-9_.]+)"),
+        "    cause: >-",
+        "      The model's tokenizer_config.json names the tokenizer class {cls}, which",
+        "      transformers does not ship: it is the model repository's own code, which vLLM",
+        "      runs only when allowed to.",
+        "    fix: >-",
+        "      If you trust the repository's code, set TRUST_REMOTE_CODE=true (its",
+        "      tokenizer_config.json must list {cls} under auto_map; a converted checkpoint",
+        "      that lost it needs the original repository's tokenizer files).",
         "",
     ]
     return "\n".join(lines)

@@ -1,8 +1,8 @@
 """Where a start stands, as the classifier tracks it: the phase vLLM reported, a
 requested shutdown, a traceback under way, the traceback frames and ``after``
 markers seen since the last ready marker, what phase markers captured, the traceback
-chain under way and the innermost frame of vLLM, transformers, huggingface_hub or torch
-it shows (where its exception was raised: provenance)."""
+chain under way and the innermost frame of vLLM, transformers, huggingface_hub, torch or
+the model repository's own code it shows (where its exception was raised: provenance)."""
 
 from __future__ import annotations
 

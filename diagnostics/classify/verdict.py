@@ -5,8 +5,9 @@ verdict by provenance (the verdicts of a log no rule reads are in
 Judging by provenance: an exception no specific rule names (its message unknown, cut
 or missing) is judged by where it was raised and by its type.
 
-Where: the innermost frame of vLLM, transformers, huggingface_hub or torch of its
-traceback (standard or IPython frames), else the file vLLM's log prefix names
+Where: the innermost frame of vLLM, transformers, huggingface_hub, torch or the model
+repository's own code (transformers_modules) of its traceback (standard or IPython
+frames), else the file vLLM's log prefix names
 (``[config.py:123]``), looked up in the pack's provenance data
 (:mod:`diagnostics.pack.evidence`, generated from the catalogue); an exception class
 of those projects (also the one an IPython header shows) by its own raise sites. Its
@@ -138,6 +139,7 @@ def _judged(
     evidence: Evidence | None,
     cause: str,
     redactor: Redactor,
+    fix: str = "",
 ) -> Diagnosis:
     """A verdict judged by the catalogue (``how``: catalogued) or by where an exception
     was raised (raised-in): its rule id names the category."""
@@ -147,7 +149,7 @@ def _judged(
         rule=f"{how}-{str(category).replace('_', '-')}",
         evidence=evidence,
         cause=" ".join(redactor(cause).split()),
-        fix=_fix(category, permanent),
+        fix=fix or _fix(category, permanent),
     )
 
 
@@ -189,6 +191,16 @@ _FIX = {
     Category.CUDA_FAULT: "A restart on another host may help.",
 }
 _OTHER_FIX = "A restart may help; the attached output names what failed."
+# Raised in a model repository's own code (the pack's provenance: transformers_modules/):
+# it ran, so trust_remote_code is on; that code fails with this image's libraries.
+_REPOSITORY = "transformers_modules/"
+_REPOSITORY_FIX = (
+    "The model repository's own code (run with TRUST_REMOTE_CODE) fails with this image's "
+    "transformers or vLLM: pin a revision of the model whose code works with them "
+    "(MODEL_REVISION, or CODE_REVISION for the code alone), use an image with the "
+    "transformers version the repository names, or a model vLLM supports natively. A "
+    "restart on the same settings fails the same way."
+)
 # Other, but raised by vLLM's own code while the engine is built: the same each start.
 _OTHER_PERMANENT_FIX = (
     "vLLM rejects this start the same way each time: change the setting the message "
@@ -240,6 +252,8 @@ def judged_by_origin(
         # Without the exception line only a function whose raise sites agree says enough.
         category = provenance.of_frame(origin.path, origin.function, exact=not confirmed)
         where = f"{origin.path} ({origin.function})"
+        if origin.path.startswith(_REPOSITORY):
+            where = f"the model repository's own code, {where}"
         own = provenance.raised_by_own_code(origin.path)
     if category is None and hit is not None and (log := _log_file().search(hit.raw)):
         category = provenance.of_log_file(log.group("file"))
@@ -262,7 +276,9 @@ def judged_by_origin(
     if permanent and deterministic and own:
         checks = "" if category is Category.OTHER else f" ({category} checks)"
         cause += _SAME_WAY.format(where=" there", checks=checks)
-    return _judged("raised-in", category, permanent, evidence, cause, redactor)
+    repository = permanent and where.startswith("the model repository's")
+    fix = _REPOSITORY_FIX if repository else ""
+    return _judged("raised-in", category, permanent, evidence, cause, redactor, fix)
 
 
 def _exception_class(hit: Hit | None, captured: Mapping[str, str] | None) -> str:

@@ -2,7 +2,8 @@
 
 The pack's ``provenance:`` section (``rules/95-provenance.yaml``, written by
 ``scripts/gen_provenance.py`` from the catalogue of raise sites) maps the innermost frame
-of vLLM, transformers, huggingface_hub or torch that a traceback shows (its file and
+of vLLM, transformers, huggingface_hub, torch or a model repository's own code
+(transformers_modules: remote_code) that a traceback shows (its file and
 function), or the file vLLM's log prefix names, to the category its catalogued raise
 sites carry; an exception class of those projects to the category of its raise sites;
 and names the exception types that are deterministic when vLLM's own code raises them
@@ -21,7 +22,10 @@ from types import MappingProxyType
 
 from diagnostics.model import Category
 
-PROJECTS = ("vllm", "transformers", "huggingface_hub", "torch")
+# transformers_modules: a model repository's own code, which transformers loads from the
+# hub into its dynamic-modules cache (``~/.cache/huggingface/modules/transformers_modules/
+# <org>/<repo>/<revision>/modeling_x.py``) when trust_remote_code allows it.
+PROJECTS = ("vllm", "transformers", "huggingface_hub", "torch", "transformers_modules")
 # The section's fields as the pack writes them; the basenames are derived from modules.
 _SECTION = ("deterministic", "deterministic_in", "exceptions", "functions", "modules", "packages")
 _PROVENANCE_KEYS = {"note", *_SECTION}
@@ -117,12 +121,10 @@ def project_path(path: str) -> str | None:
     if match is None:
         return None
     rel = match.group(1).replace("\\", "/")
-    # The last project folder on the path (a checkout under /work/vllm/vllm/... too).
-    for project in PROJECTS:
-        at = rel.rfind(f"/{project}/")
-        if at > 0:
-            return rel[at + 1 :]
-    return rel
+    # The last project folder on the path (a checkout under /work/vllm/vllm/... too; a
+    # user named vllm's module cache, /home/vllm/.cache/.../transformers_modules/...).
+    at = max(rel.rfind(f"/{project}/") for project in PROJECTS)
+    return rel[at + 1 :] if at > 0 else rel
 
 
 _CATEGORIES = {category.value: category for category in Category}  # Category(v), faster

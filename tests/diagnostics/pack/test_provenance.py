@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from diagnostics import classify_lines
-from diagnostics.model import State
+from diagnostics.model import Category, State
 from diagnostics.pack.evidence import parse_provenance, project_path
 from diagnostics.pack.rules import RulePackError, load_pack
 from tests.support.packs import both_paths, shipped_pack
@@ -27,7 +27,7 @@ provenance:
   functions: {"vllm/worker/worker.py:_check_if_gpu_supports_dtype": model_requirement}
   modules: {"vllm/v1/core/kv_cache_utils.py": kv_cache, "vllm/worker/worker.py": other}
   packages: {"vllm/model_executor/layers/quantization/": model_requirement,
-             "transformers/": other}
+             "transformers/": other, "transformers_modules/": remote_code}
 """
 
 
@@ -84,6 +84,11 @@ def test_a_broken_section_is_refused(section, error, tmp_path):
         ("/usr/lib/python3/dist-packages/vllm/worker/worker.py", "vllm/worker/worker.py"),
         ("~/env/lib/python3.8/site-packages/vllm/entrypoints/llm.py", "vllm/entrypoints/llm.py"),
         ("/home/me/src/vllm/vllm/config.py", "vllm/config.py"),
+        # a model repository's own code, in the cache of a user named vllm
+        (
+            "/home/vllm/.cache/huggingface/modules/transformers_modules/org/m-7b/0a1b/x.py",
+            "transformers_modules/org/m-7b/0a1b/x.py",
+        ),
         ("/app/main.py", None),
     ],
 )
@@ -215,3 +220,47 @@ def test_an_ipython_header_is_judged_by_its_class(pack):
     ]
     diagnosis = classify_lines(lines, pack)
     assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)
+
+
+REPO_CODE = "/root/.cache/huggingface/modules/transformers_modules/org/glm-6b/3f9c"
+
+
+def repo_frame(name: str, function: str) -> str:
+    return f'  File "{REPO_CODE}/{name}", line 104, in {function}'
+
+
+def test_an_error_raised_in_the_repositorys_own_code_is_remote_code_and_permanent(pack):
+    """The model repository's code (trust_remote_code) raising while it loads fails the
+    same way on every restart on this image; its fix is not "trust the code" (it ran)."""
+    lines = [
+        "Traceback (most recent call last):",
+        frame("vllm/transformers_utils/tokenizer.py", "get_tokenizer"),
+        repo_frame("tokenization_glm.py", "__init__"),
+        frame("transformers/tokenization_utils.py", "__init__"),
+        repo_frame("tokenization_glm.py", "vocab_size"),
+        "    return self.tokenizer.n_words",
+        "AttributeError: 'GLMTokenizer' object has no attribute 'tokenizer'",
+    ]
+    diagnosis = both_paths(lines, pack)
+    assert (str(diagnosis.category), diagnosis.state) == (
+        "remote_code",
+        State.FAILED_PERMANENT,
+    )
+    assert "repository's own code" in (diagnosis.cause or "")
+    assert "MODEL_REVISION" in (diagnosis.fix or "")
+    assert "TRUST_REMOTE_CODE=true" not in (diagnosis.fix or "")
+    # Raised in transformers, called by the repository's code: transformers' place decides.
+    called = [*lines[:4], "AttributeError: 'GLMTokenizer' object has no attribute 'sp'"]
+    assert str(classify_lines(called, pack).category) == "other"
+    # Cut before the message: where the paste stops is not known to be where it was raised.
+    assert classify_lines(lines[:-1], pack).category is not Category.REMOTE_CODE
+
+
+def test_a_specific_cause_raised_in_the_repositorys_code_keeps_its_category(pack):
+    lines = [
+        "Traceback (most recent call last):",
+        repo_frame("modeling_glm.py", "forward"),
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 23.65 GiB of which 1.02 GiB is free.",
+    ]
+    assert str(classify_lines(lines, pack).category) == "oom"
