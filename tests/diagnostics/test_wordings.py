@@ -1112,6 +1112,56 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # A model repository's own code written for another transformers or torch: the name
+    # it imports or uses is not in the image's version (remote_code, permanent); the
+    # same import failing in vLLM's own code is the image's (other, permanent).
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.12/dist-packages/transformers/dynamic_module_utils.py", line 311, in get_class_in_module',
+            "    module_spec.loader.exec_module(module)",
+            '  File "/root/.cache/huggingface/modules/transformers_modules/org/m/3a9c/modeling_m.py", line 34, in <module>',
+            "    from transformers.utils import (",
+            "ImportError: cannot import name 'is_flash_attn_greater_or_equal_2_10' from 'transformers.utils' (/usr/local/lib/python3.12/dist-packages/transformers/utils/__init__.py)",
+        ],
+        "remote_code",
+        True,
+    ),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/home/u/.cache/huggingface/modules/transformers_modules/org/m/3a9c/modeling_m.py", line 88, in __init__',
+            "    self.dtype = torch.float8_e4m3fn",
+            "AttributeError: module 'torch' has no attribute 'float8_e4m3fn'",
+        ],
+        "remote_code",
+        True,
+    ),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.10/dist-packages/vllm/transformers_utils/config.py", line 5, in <module>',
+            "    from transformers import GenerationConfig, PretrainedConfig",
+            "ImportError: cannot import name 'GenerationConfig' from 'transformers' (/usr/local/lib/python3.10/dist-packages/transformers/__init__.py)",
+        ],
+        "other",
+        True,
+    ),
+    # A JIT's own search for the CUDA toolkit (FlashInfer's, at the sampler's warm-up):
+    # the image lacks the compiler, every restart the same.
+    (
+        [
+            '(EngineCore_DP0 pid=4) ERROR 10-24 12:11:52 [core.py:708]   File "/venv/lib/python3.12/site-packages/flashinfer/jit/cpp_ext.py", line 60, in get_cuda_path',
+            "(EngineCore_DP0 pid=4) ERROR 10-24 12:11:52 [core.py:708] RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist",
+        ],
+        "other",
+        True,
+    ),
+    (
+        ["RuntimeError: Cannot find CUDA_HOME. CUDA must be available to build the kernels."],
+        "other",
+        True,
+    ),
 ]
 
 
