@@ -1,6 +1,9 @@
 """Whose line it is, in a log of several services: docker compose prints every
 service's output in one stream, each line under its service's name (``vllm-1  | ``,
-``open-webui-1  | ``). Another service's lines are not vLLM's: a web UI's own
+``open-webui-1  | ``); launchers that run several programs at once tag each line with
+its program's name in brackets (``[qwen-7b] ``, kubectl's ``--prefix``
+``[pod/vllm-0/vllm] ``, ``concurrently``'s ``[chat] ``). Another service's lines are
+not vLLM's: a web UI's own
 "Application startup complete" is not vLLM ready, and its "Cannot connect to host vllm"
 is what vLLM's failure caused, not why vLLM failed.
 
@@ -21,14 +24,20 @@ import re
 # paste's line numbers, "12 | ...", are not names), padding, the gutter; after any colour
 # codes compose puts around the name, and what a paste puts before every line (an
 # indent, a Markdown code block's; a reply's quote markers).
+# A bracketed tag is followed by a space (``[rank0]:``, torchrun's ``[default0]:`` are
+# a process's rank, not a program's name).
 _SERVICE = re.compile(
     r"^[ \t]*(?:>[ \t]?)*(?:\x1b\[[\d;]*m)*"
-    r"(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*"
-    r"[ \t]+\|(?: |$)"
+    r"(?:(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
+    r"|\[(?P<tag>[A-Za-z][\w.\-/]{0,63})\](?:\x1b\[[\d;]*m)*(?: |$))"
 )
-# vLLM's logger header, after the gutter and a process prefix.
+# Tags that name a stream or a level, not a program: one program's lines all the same.
+_NOT_SERVICES = frozenset(
+    {"stdout", "stderr", "out", "err", "output", "log", "info", "warn", "warning", "error"}
+)
+# vLLM's logger header, after the gutter or tag and a process prefix.
 _VLLM_HEADER = re.compile(
-    r"\|(?:\x1b\[[\d;]*m)*\s+(?:\([\w:.\- =,]*pid=\d+[^)]*\)\s*)?"
+    r"(?:\x1b\[[\d;]*m)*\s*(?:\([\w:.\- =,]*pid=\d+[^)]*\)\s*)?"
     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
     r"\[?[\w.\-]+\.py:\d+\]"
 )
@@ -44,10 +53,11 @@ class Services:
 
     def foreign(self, line: str) -> bool:
         """Whether ``line`` is another service's (and is to be left out)."""
-        name = self.current = service_of(line)
-        if name is None or name in self.vllm:
+        found = _service(line)
+        name = self.current = None if found is None else _name(found)
+        if found is None or name is None or name in self.vllm:
             return False
-        if _VLLM_HEADER.search(line):
+        if _VLLM_HEADER.match(line, found.end()):
             self.vllm.add(name)
             return False
         return bool(self.vllm)
@@ -65,8 +75,23 @@ class Services:
 
 
 def service_of(line: str) -> str | None:
-    """The compose service ``line`` is printed under, or None (no service's name)."""
-    if "|" not in line:
+    """The service ``line`` is printed under, or None (no service's name)."""
+    found = _service(line)
+    return None if found is None else _name(found)
+
+
+def _service(line: str) -> re.Match[str] | None:
+    # Every line asks: most start with neither a tag nor what a paste puts before it.
+    if "|" not in line and line[:1] not in _TAG_STARTS:
         return None
-    found = _SERVICE.match(line)
-    return None if found is None else found.group("name")
+    return _SERVICE.match(line)
+
+
+_TAG_STARTS = frozenset(" \t>[\x1b")
+
+
+def _name(found: re.Match[str]) -> str | None:
+    tag = found.group("tag")
+    if tag is None:
+        return found.group("name")
+    return None if tag.lower() in _NOT_SERVICES else tag

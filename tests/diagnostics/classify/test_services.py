@@ -120,3 +120,43 @@ def test_services_are_told_apart_under_what_a_paste_puts_before_every_line(paste
     diagnosis = both_paths(lines)
     assert diagnosis.state is State.FAILED_TRANSIENT, diagnosis
     assert diagnosis.rule == "gpu-free-memory-below-utilization"
+
+
+def tagged(tag: str, lines: list[str]) -> list[str]:
+    """Compose lines re-tagged the way a launcher prints them: ``[tag] line``."""
+    return [f"[{tag}] {line.split('| ', 1)[1]}" if "| " in line else line for line in lines]
+
+
+@pytest.mark.parametrize(
+    ("chat", "embed"),
+    [("chat", "embed"), ("pod/vllm-chat-0/vllm", "pod/vllm-embed-0/vllm")],
+    ids=["launcher", "kubectl-prefix"],
+)
+def test_services_tagged_in_brackets_are_told_apart(chat, embed):
+    """A launcher running two servers (or kubectl logs --prefix) tags each line with its
+    program in brackets: one server up does not clear the other's failure."""
+    fails = [*tagged(chat, CHAT_FAILS[:-1]), f"[start] {chat} exited with status 1"]
+    for lines in ([*fails, *tagged(embed, EMBED_UP)], [*tagged(embed, EMBED_UP), *fails]):
+        diagnosis = both_paths(lines)
+        assert diagnosis.state is State.FAILED_TRANSIENT, diagnosis
+        assert diagnosis.rule == "gpu-free-memory-below-utilization"
+    # the failed server restarted and up: the log is up
+    up_again = [*fails, *tagged(embed, EMBED_UP), *tagged(chat, CHAT_UP)]
+    assert both_paths(up_again).state is State.READY
+
+
+def test_a_stream_tag_and_a_rank_prefix_are_not_services():
+    """``[stdout]``/``[stderr]`` tag one program's two streams (its traceback on stderr is
+    its own); ``[rank0]:`` is a rank's prefix."""
+    lines = [
+        "[stdout] INFO 07-14 09:12:07 [api_server.py:1395] vLLM API server version 0.9.2",
+        "[stderr] Traceback (most recent call last):",
+        "[stderr] ValueError: Free memory on device (69.63/79.19 GiB) on startup is less than "
+        "desired GPU memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or "
+        "reduce GPU memory used by other processes.",
+    ]
+    assert both_paths(lines).rule == "gpu-free-memory-below-utilization"
+    ranks = [
+        line.replace("[stdout] ", "[rank0]: ").replace("[stderr] ", "[rank0]: ") for line in lines
+    ]
+    assert both_paths(ranks).rule == "gpu-free-memory-below-utilization"
