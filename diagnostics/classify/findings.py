@@ -14,6 +14,7 @@ and the fast path can skip what cannot beat it."""
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable, Container
 from typing import NamedTuple
@@ -154,11 +155,18 @@ class Findings:
         assert hit is not None
         lines = MAX_WRAPPED_PARTS if wrapped_at_width(before) else hit.rule.message_lines
         limit = lines - 1
-        if line.rstrip() == text and len(hit.following) < limit:
+        if line.rstrip() == text and len(hit.following) < limit and not _RECORD.match(line):
             spaces = before[len(before.rstrip()) :]
             hit.following.append(stored(spaces + line.rstrip()))
         else:
             self.collecting = None
+
+
+# A native logger's record header (Ray's and glog's, which normalising keeps: their level
+# is read): the start of another record, never the message going on.
+_RECORD = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ [DIWEF] \d+ \d+\] |\[?[DIWEF]\d{3,4} \d\d:"
+)
 
 
 def joined(hit: Hit, count: int | None = None) -> list[str]:

@@ -88,6 +88,11 @@ CONSEQUENCES = {
         "clients. 1/2 clients joined."
     ],
     "fatal-signal": ["*** SIGSEGV received at time=1700000000 on cpu 3 ***"],
+    # a worker's CUDA teardown as it exits (c10's unhandled exception, Ray's C++ logger)
+    "cuda-driver-shutting-down": [
+        "[2023-12-27 16:50:12,118 E 2318 2318] logging.cc:97: Unhandled exception: "
+        "N3c105ErrorE. what(): CUDA error: driver shutting down"
+    ],
     # printed before the cause, or by another process (a CPU-only host, a container
     # given no GPU): the driver's library is the host's
     "driver-library-not-mounted": [

@@ -82,6 +82,9 @@ WITHOUT_A_REAL_LOG = {
     # a model repository's code written for another transformers or torch (its import of
     # a name the image's version lacks), written from transformers' module loader
     "remote-code-incompatible": "test_wordings.WORDINGS",
+    # CUDA's teardown error (cudaErrorCudartUnloading) as a worker exits, written from
+    # CUDA's error strings and Ray's C++ logger (held-out set BX)
+    "cuda-driver-shutting-down": "test_selection.CONSEQUENCES",
 }
 
 
