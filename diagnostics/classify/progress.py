@@ -19,6 +19,7 @@ _FRAME = re.compile(
     r"in (?P<func>[\w.<>]+)"
 )
 _RAISE = re.compile(r"^\s+raise (?P<cls>[A-Za-z_][\w.]*)")
+_ASSERT = re.compile(r"^\s+assert (?P<expr>\S.*?)\s*$")
 _HEADER_CLASS = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Z]\w*)\s{2,}Traceback \(most recent")
 # The outermost frame of vLLM's own program (`vllm serve`'s script, a vLLM module run
 # as a script, `python -m`'s runner): a traceback from there left the program.
@@ -36,6 +37,7 @@ class Origin(NamedTuple):
     function: str = ""
     header_class: str = ""  # the class an IPython header shows
     raised: str = ""  # the class of a ``raise X(`` code line right under the frame
+    asserted: str = ""  # the expression of an ``assert`` code line right under it
 
 
 class Progress:
@@ -98,6 +100,8 @@ class Progress:
             if raised is not None and self.origin is not None and self.origin.path:
                 cls = raised.group("cls").rsplit(".", 1)[-1]
                 self.origin = Origin(self.origin.path, self.origin.function, "", cls)
+            elif self.origin is not None and self.origin.path and (at := _ASSERT.match(text)):
+                self.origin = self.origin._replace(asserted=at.group("expr"))
             return
         shown = found.group("path") or found.group("ipath") or ""
         if self.outermost:
@@ -109,7 +113,7 @@ class Progress:
         if path is not None:
             header = self.origin.header_class if self.origin is not None else ""
             self.origin = Origin(path, found.group("func"), header)
-        elif self.origin is not None and self.origin.raised:
+        elif self.origin is not None and (self.origin.raised or self.origin.asserted):
             self.origin = Origin(self.origin.path, self.origin.function, self.origin.header_class)
 
     def enter(self, name: str) -> State | None:

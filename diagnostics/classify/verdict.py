@@ -215,6 +215,10 @@ def _fix(category: Category, permanent: bool) -> str:
     return _FIX.get(category, _OTHER_FIX) + _RESTART.get((category.permanent, permanent), "")
 
 
+# An assertion on the parallel sizes chosen (assert total_num_kv_heads % tp_size == 0).
+_PARALLEL = re.compile(
+    r"\b(?:tp|pp|tensor_parallel|pipeline_parallel|tensor_model_parallel)_(?:world_)?size\b"
+)
 # What another host or another minute can change: never permanent by provenance.
 _HOST = frozenset({Category.CUDA_FAULT, Category.NETWORK})
 
@@ -265,16 +269,21 @@ def judged_by_origin(
         # Raised by vLLM's own code where no category holds most raise sites: still
         # deterministic, so permanent (other) rather than "a restart may help".
         category = Category.OTHER
+    asserted = origin.asserted if origin is not None and (cls or header) == "AssertionError" else ""
+    layout = bool(_PARALLEL.search(asserted)) and category is not Category.KV_CACHE
+    if layout:
+        category = Category.BAD_CONFIG  # the layout asked for, not the model: the user's
     permanent = category.permanent and (confirmed or bool(header))
     if deterministic and own and category not in _HOST:
         permanent = True
     if category is Category.OTHER and not permanent:
         return None  # says no more than the verdict it would replace
-    detail = (captured or {}).get("detail", "").strip()
+    detail = (captured or {}).get("detail", "").strip() or (asserted and f"assert {asserted}.")
     raised = f"{cls or header or 'An exception'} raised in {where}"
     cause = f"{raised}: {detail}" if detail else f"{raised} (its message is not in the log)."
     if permanent and deterministic and own:
         checks = "" if category is Category.OTHER else f" ({category} checks)"
+        checks = " (a check of the parallel sizes chosen)" if layout else checks
         cause += _SAME_WAY.format(where=" there", checks=checks)
     repository = permanent and where.startswith("the model repository's")
     fix = _REPOSITORY_FIX if repository else ""

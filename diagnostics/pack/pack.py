@@ -33,6 +33,7 @@ TRACEBACK_BODY = (
     r"^\s*Cell In\[\d+\], line \d+",
     r"^-+> +\d+ ",
     r"^\s+raise [A-Za-z_][\w.]*(?:\(|$)",
+    r"^\s+assert \S",  # the code line of a bare assertion (what it asserted)
     r"^\s+~*\^[~^]*$",  # (not \^+: the scan's head would end at every caret)
 )
 # The lines that chain one traceback to the one before it: the exception above is the

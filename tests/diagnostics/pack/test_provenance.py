@@ -264,3 +264,26 @@ def test_a_specific_cause_raised_in_the_repositorys_code_keeps_its_category(pack
         "total capacity of 23.65 GiB of which 1.02 GiB is free.",
     ]
     assert str(classify_lines(lines, pack).category) == "oom"
+
+
+def test_a_bare_assertion_is_judged_with_what_it_asserted(pack):
+    """A bare ``AssertionError``: the code line under its frame says what was asserted.
+    On the parallel sizes chosen (tensor or pipeline parallel) it is the user's layout
+    that the model's shape does not divide: bad_config, whatever code asserts it."""
+    layout = raised_in(
+        "vllm/model_executor/layers/quantization/frobq.py",
+        "__init__",
+        "    assert self.total_num_kv_heads % tp_size == 0",
+        "AssertionError",
+    )
+    diagnosis = both_paths(layout, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
+    assert "assert self.total_num_kv_heads % tp_size == 0." in (diagnosis.cause or "")
+    # Another assertion there: its place decides, and the cause still says what it was.
+    shape = [*layout[:2], "    assert weight.shape[0] % 64 == 0", "AssertionError"]
+    diagnosis = both_paths(shape, pack)
+    assert str(diagnosis.category) == "model_requirement"
+    assert "assert weight.shape[0] % 64 == 0." in (diagnosis.cause or "")
+    # The assert line's expression called on (a deeper frame): not what was asserted.
+    deeper = [*layout[:3], frame("torch/nn/modules/module.py", "__getattr__"), "AssertionError"]
+    assert str(both_paths(deeper, pack).category) != "bad_config"
