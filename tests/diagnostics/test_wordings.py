@@ -1162,6 +1162,18 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # Ray's client finding no cluster to join (RAY_ADDRESS, several nodes): its
+    # ConnectionError is not the hub's network; another minute may bring the head up.
+    (
+        [
+            '  File "/usr/local/lib/python3.10/dist-packages/ray/_private/worker.py", line 1567, in init',
+            "    bootstrap_address = services.canonicalize_bootstrap_address(address, _temp_dir)",
+            "ConnectionError: Could not find any running Ray instance. Please specify the one to "
+            "connect to by setting `--address` flag or `RAY_ADDRESS` environment variable.",
+        ],
+        "other",
+        False,
+    ),
 ]
 
 

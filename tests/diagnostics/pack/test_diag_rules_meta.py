@@ -85,6 +85,8 @@ WITHOUT_A_REAL_LOG = {
     # CUDA's teardown error (cudaErrorCudartUnloading) as a worker exits, written from
     # CUDA's error strings and Ray's C++ logger (held-out set BX)
     "cuda-driver-shutting-down": "test_selection.CONSEQUENCES",
+    # Ray's client without a cluster (ray/_private/worker.py's init), held-out set CC
+    "ray-cluster-unreachable": "test_wordings.WORDINGS",
 }
 
 
