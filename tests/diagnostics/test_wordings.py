@@ -1174,6 +1174,25 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # A model's own code file missing from its folder (a copy of the weights and config
+    # without the repository's .py files): remote_code; another missing file is not found.
+    (
+        [
+            "OSError: /models/chatglm3-6b does not appear to have a file named "
+            "configuration_chatglm.py. Checkout 'https://huggingface.co//models/chatglm3-6b/tree/None' "
+            "for available files."
+        ],
+        "remote_code",
+        True,
+    ),
+    (
+        [
+            "OSError: /models/llama does not appear to have a file named config.json. Checkout "
+            "'https://huggingface.co//models/llama/tree/None' for available files."
+        ],
+        "model_not_found",
+        True,
+    ),
 ]
 
 

@@ -87,6 +87,8 @@ WITHOUT_A_REAL_LOG = {
     "cuda-driver-shutting-down": "test_selection.CONSEQUENCES",
     # Ray's client without a cluster (ray/_private/worker.py's init), held-out set CC
     "ray-cluster-unreachable": "test_wordings.WORDINGS",
+    # transformers' cached_file for a code file auto_map names (held-out set CD)
+    "remote-code-file-missing": "test_wordings.WORDINGS",
 }
 
 
