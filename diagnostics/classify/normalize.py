@@ -117,15 +117,21 @@ def _access_line() -> re.Pattern[str]:
         r'\S+:\d+ - "[A-Z]{3,7} \S+ HTTP/\d(?:\.\d)?" \d{3}\b'
         r"|HTTP Request: [A-Z]{3,7} \S+?/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
         r'\S* "HTTP/\d(?:\.\d)? \d{3}\b'
+        # urllib3's report of a client that could not reach it (a web UI, a task queue
+        # waiting for vLLM): the path is the server's API, never the hub's
+        r"|Max retries exceeded with url: "
+        r"/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
     )
 
 
 def access_line(text: str) -> bool:
     """Whether ``text`` (normalised) is an HTTP server's access line, or a client's log of
-    its request to an OpenAI-style server: the status in it is the server's answer to a
-    client (vLLM's API server, a proxy beside it), never a cause of a failed start (a
-    hub's 401 or 404 reads the same words)."""
-    return ('" ' in text or "HTTP Request: " in text) and _access_line().search(text) is not None
+    its request to an OpenAI-style server (or of its failure to reach one): the status in
+    it is the server's answer to a client (vLLM's API server, a proxy beside it), never a
+    cause of a failed start (a hub's 401 or 404 reads the same words)."""
+    return (
+        '" ' in text or "HTTP Request: " in text or "Max retries exceeded with url: /" in text
+    ) and _access_line().search(text) is not None
 
 
 def strip_ansi(line: str) -> str:

@@ -22,12 +22,13 @@ import re
 
 # A compose line: the service's name (its instance number apart; a letter first, so a
 # paste's line numbers, "12 | ...", are not names), padding, the gutter; after any colour
-# codes compose puts around the name, and what a paste puts before every line (an
-# indent, a Markdown code block's; a reply's quote markers).
+# codes compose puts around the name, the time honcho and foreman put first
+# ("14:06:08 vllm.1   | "), and what a paste puts before every line (an indent, a
+# Markdown code block's; a reply's quote markers).
 # A bracketed tag is followed by a space (``[rank0]:``, torchrun's ``[default0]:`` are
 # a process's rank, not a program's name).
 _SERVICE = re.compile(
-    r"^[ \t]*(?:>[ \t]?)*(?:\x1b\[[\d;]*m)*"
+    r"^[ \t]*(?:>[ \t]?)*(?:\x1b\[[\d;]*m)*(?:\d\d:\d\d:\d\d(?:[.,]\d+)? )?"
     r"(?:(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
     r"|\[(?P<tag>[A-Za-z][\w.\-/]{0,63})\](?:\x1b\[[\d;]*m)*(?: |$))"
 )

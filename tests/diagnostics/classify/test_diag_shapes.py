@@ -459,6 +459,23 @@ def test_a_server_access_line_is_never_a_cause(status, prefix):
         assert diagnosis.state is State.READY, (status, diagnosis.rule)
 
 
+@pytest.mark.parametrize("path", ["/v1/models", "/health", "/v1/chat/completions"])
+def test_a_client_that_cannot_reach_vllms_api_is_not_the_hub(path):
+    """urllib3's report of a client waiting for vLLM (a task queue's warm-up, a web UI):
+    the path is the server's API, never the hub's; vLLM's own cause decides."""
+    lines = [
+        "INFO 06-11 14:06:07 api_server.py:177] vLLM API server version 0.4.3",
+        "[2024-06-11 14:06:08,402: WARNING/ForkPoolWorker-1] LLM backend not reachable yet: "
+        f"HTTPConnectionPool(host='127.0.0.1', port=8000): Max retries exceeded with url: {path}"
+        " (Caused by NewConnectionError('<urllib3.connection.HTTPConnection object>: Failed "
+        "to establish a new connection: [Errno 111] Connection refused'))",
+        "ValueError: Total number of attention heads (40) must be divisible by tensor parallel "
+        "size (3).",
+    ]
+    for diagnosis in _both_ways(lines):
+        assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
+
+
 @pytest.mark.parametrize(
     ("line", "category"),
     [

@@ -160,3 +160,11 @@ def test_a_stream_tag_and_a_rank_prefix_are_not_services():
         line.replace("[stdout] ", "[rank0]: ").replace("[stderr] ", "[rank0]: ") for line in lines
     ]
     assert both_paths(ranks).rule == "gpu-free-memory-below-utilization"
+
+
+def test_honcho_and_foreman_services_after_their_time_are_told_apart():
+    """Procfile runners print the time before the service's name ("14:06:08 vllm.1   | ")."""
+    lines = [f"14:06:{n:02} {line}" for n, line in enumerate([*CHAT_FAILS[:-1], *EMBED_UP])]
+    diagnosis = both_paths(lines)
+    assert diagnosis.state is State.FAILED_TRANSIENT, diagnosis
+    assert diagnosis.rule == "gpu-free-memory-below-utilization"
