@@ -1193,6 +1193,25 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_not_found",
         True,
     ),
+    # Kubernetes' report of the container killed for its memory limit, as JSON and as
+    # kubectl get pods' table, after the start's last lines
+    (
+        [
+            "Loading safetensors checkpoint shards:  47% Completed | 14/30 [01:52<02:09,  8.11s/it]",
+            '{"terminated":{"containerID":"containerd://9f2c","exitCode":137,"finishedAt":'
+            '"2024-05-14T10:23:45Z","reason":"OOMKilled","startedAt":"2024-05-14T10:21:02Z"}}',
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "NAME     READY   STATUS      RESTARTS      AGE",
+            "vllm-0   0/1     OOMKilled   3 (41s ago)   5m12s",
+        ],
+        "oom",
+        True,
+    ),
 ]
 
 
