@@ -1212,6 +1212,29 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "oom",
         True,
     ),
+    # An optimisation switched on that the model's sliding window (or the KV-cache dtype
+    # chosen) excludes, the flag that resolves it named: flags contradicting the model.
+    (
+        [
+            "NotImplementedError: Prefix caching is not supported with sliding window. Run "
+            "with --disable-sliding-window to use prefix caching."
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        ["NotImplementedError: Sliding window is not allowed with prefix caching enabled!"],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ValueError: Chunked prefill is not supported with sliding window. Set "
+            "--disable-sliding-window to disable sliding window."
+        ],
+        "bad_config",
+        True,
+    ),
 ]
 
 
