@@ -69,6 +69,10 @@ _PREFIXES = re.compile(
     | \((?:raylet|gcs_server|autoscaler|dashboard\w*)(?:,\ ip=[\w.:\-]+)?\)\s*  # ray daemons
     | E\ {3,}(?=\S)                                                 # pytest failure lines
     | \[pod/[\w.\-]+/[\w.\-]+\]\s                                     # kubectl logs --prefix
+    # a launcher's tag of its program ([qwen-7b] ), before what reads as a log line or a
+    # traceback's (not an in-band tag: vLLM's "[shutdown] API server", torch's "[c10d]")
+    | \[[A-Za-z][\w.\-]{0,63}\]\ (?=(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\(|\s
+        |Traceback\b|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt)\b)
     | (?:>[ \t]?)+                                                  # quoted in a reply ("> ")
     | \s{0,6}\d{1,6}(?:[ \t]*[|\u2502][ \t]?|:[ \t]|\t)                 # pasted line numbers
     # vLLM's own header: LEVEL MM-DD HH:MM:SS [file.py:N] (V0: without the "[")

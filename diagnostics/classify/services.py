@@ -22,16 +22,20 @@ import re
 
 # A compose line: the service's name (its instance number apart; a letter first, so a
 # paste's line numbers, "12 | ...", are not names), padding, the gutter; after any colour
-# codes compose puts around the name, the time honcho and foreman put first
-# ("14:06:08 vllm.1   | "), and what a paste puts before every line (an indent, a
-# Markdown code block's; a reply's quote markers).
+# codes compose puts around the name, the time honcho and foreman (or a launcher, before
+# its tag) put first ("14:06:08 vllm.1   | "), and what a paste puts before every line
+# (an indent, a Markdown code block's; a reply's quote markers).
 # A bracketed tag is followed by a space (``[rank0]:``, torchrun's ``[default0]:`` are
 # a process's rank, not a program's name).
 _SERVICE = re.compile(
-    r"^[ \t]*(?:>[ \t]?)*(?:\x1b\[[\d;]*m)*(?:\d\d:\d\d:\d\d(?:[.,]\d+)? )?"
+    r"^[ \t]*(?:>[ \t]?)*(?:\x1b\[[\d;]*m)*"
+    r"(?:(?:\d{4}-\d\d-\d\d[T ])?\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?"
     r"(?:(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
     r"|\[(?P<tag>[A-Za-z][\w.\-/]{0,63})\](?:\x1b\[[\d;]*m)*(?: |$))"
 )
+# A Procfile runner's own lines (honcho's, foreman's "system | vllm.1 stopped (rc=-9)"):
+# about the services, kept as compose's own lines are.
+_RUNNERS = frozenset({"system"})
 # Tags that name a stream or a level, not a program: one program's lines all the same.
 _NOT_SERVICES = frozenset(
     {"stdout", "stderr", "out", "err", "output", "log", "info", "warn", "warning", "error"}
@@ -56,7 +60,7 @@ class Services:
         """Whether ``line`` is another service's (and is to be left out)."""
         found = _service(line)
         name = self.current = None if found is None else _name(found)
-        if found is None or name is None or name in self.vllm:
+        if found is None or name is None or name in self.vllm or name in _RUNNERS:
             return False
         if _VLLM_HEADER.match(line, found.end()):
             self.vllm.add(name)
@@ -83,7 +87,7 @@ def service_of(line: str) -> str | None:
 
 def _service(line: str) -> re.Match[str] | None:
     # Every line asks: most start with neither a tag nor what a paste puts before it.
-    if "|" not in line and line[:1] not in _TAG_STARTS:
+    if "|" not in line and line[:1] not in _TAG_STARTS and not line[:1].isdigit():
         return None
     return _SERVICE.match(line)
 

@@ -38,6 +38,9 @@ MSG = "ValueError: No available memory for the cache blocks."
         f"Aug 04  00:33:47.063 | {MSG}",
         f"datgo1t12vudsh[info]{MSG}\\n",
         f"{MSG}\r\n",
+        # a launcher's tag of its program, after its time, before a log line or an exception
+        f"2024-08-28 11:02:27 [llm] {MSG}",
+        f"[qwen-7b] ERROR 09-30 22:11:48 api_server.py:1] {MSG}",
     ],
 )
 def test_prefixes_are_stripped(raw):
@@ -53,3 +56,16 @@ def test_traceback_indentation_is_kept():
 
 def test_clean_raw_keeps_prefixes_but_not_colours():
     assert clean_raw("\x1b[0;36m(APIServer pid=1)\x1b[0;0m hi\r\n") == "(APIServer pid=1) hi"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[shutdown] API server: shutdown triggered",  # vLLM's own in-band tag (a phase)
+        "[c10d] The client socket has failed to connect to [localhost]:29500",
+        "[Gloo] Rank 0 is connected to 1 peer ranks.",
+    ],
+)
+def test_an_in_band_tag_is_kept(line):
+    """A tag is a launcher's only before what reads as a log line or a traceback's."""
+    assert normalize(line) == line

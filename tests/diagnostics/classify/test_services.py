@@ -168,3 +168,39 @@ def test_honcho_and_foreman_services_after_their_time_are_told_apart():
     diagnosis = both_paths(lines)
     assert diagnosis.state is State.FAILED_TRANSIENT, diagnosis
     assert diagnosis.rule == "gpu-free-memory-below-utilization"
+
+
+def test_a_launchers_tags_after_its_timestamps_are_services_and_their_lines_read():
+    """A launcher printing its time, then the program's tag: another program's ready
+    marker does not clear vLLM's failure, and the tag does not hide the exception line
+    from the rules that read it at the line's start."""
+    lines = [
+        "2024-08-28 11:02:15 [llm] INFO 08-28 11:02:15 api_server.py:440] vLLM API server "
+        "version 0.5.5",
+        "2024-08-28 11:02:16 [rerank] INFO     2024-08-28 11:02:16,502 infinity_emb INFO: go",
+        "2024-08-28 11:02:27 [llm] Traceback (most recent call last):",
+        "2024-08-28 11:02:27 [llm] AttributeError: module 'torch._C' has no attribute "
+        "'_cuda_setDevice'",
+        "2024-08-28 11:02:28 [rerank] INFO:     Uvicorn running on http://0.0.0.0:8002 (Press "
+        "CTRL+C to quit)",
+        "2024-08-28 11:02:37 [llm] ERROR 08-28 11:02:37 api_server.py:171] RPCServer process "
+        "died before responding to readiness probe",
+    ]
+    diagnosis = both_paths(lines)
+    assert (diagnosis.rule, diagnosis.state) == ("broken-environment", State.FAILED_PERMANENT)
+
+
+@pytest.mark.parametrize(("rc", "rule"), [("-9", "process-sigkilled"), ("1", "engine-wrapper")])
+def test_a_procfile_runners_own_report_of_the_exit_is_read(rc, rule):
+    """honcho's and foreman's own lines ("system | vllm.1 stopped (rc=-9)") are about the
+    services, kept as compose's own lines are."""
+    lines = [
+        "14:07:32 web.1    | [2024-03-12 14:07:32 +0000] [9921] [INFO] Starting gunicorn",
+        "14:07:41 vllm.1   | INFO 03-12 14:07:41 llm_engine.py:87] Initializing an LLM engine",
+        "14:07:49 vllm.1   | INFO 03-12 14:07:49 weight_utils.py:163] Using model weights",
+        f"14:09:58 system   | vllm.1 stopped (rc={rc})",
+        "14:09:58 system   | sending SIGTERM to web.1 (pid 9921)",
+    ]
+    diagnosis = both_paths(lines)
+    assert diagnosis.failed, diagnosis
+    assert diagnosis.rule == rule
