@@ -8,7 +8,8 @@ not vLLM's: a web UI's own
 is what vLLM's failure caused, not why vLLM failed.
 
 A service whose lines carry vLLM's log header (``INFO 10-17 06:13:08 [api_server.py:1]``,
-V0's without the brackets) is vLLM's; once one is known, lines under the name of a
+V0's without the brackets), or a traceback frame in vLLM's own code, is vLLM's; once one
+is known, lines under the name of a
 service that never showed it are left out. Before that (and in a log of one service)
 nothing is left out. Lines without a service name (compose's own ``vllm-1 exited with
 code 1``) are kept. One vLLM service's ready marker does not clear another's failure
@@ -40,6 +41,9 @@ _RUNNERS = frozenset({"system"})
 _NOT_SERVICES = frozenset(
     {"stdout", "stderr", "out", "err", "output", "log", "info", "warn", "warning", "error"}
 )
+# A traceback frame in vLLM's own code, after the gutter or tag (a paste that begins at
+# vLLM's traceback, its header never shown).
+_VLLM_FRAME = re.compile(r'\s*File "[^"]*[/\\]vllm[/\\][^"]*\.py", line \d+')
 # vLLM's logger header, after the gutter or tag and a process prefix.
 _VLLM_HEADER = re.compile(
     r"(?:\x1b\[[\d;]*m)*\s*(?:\([\w:.\- =,]*pid=\d+[^)]*\)\s*)?"
@@ -62,7 +66,7 @@ class Services:
         name = self.current = None if found is None else _name(found)
         if found is None or name is None or name in self.vllm or name in _RUNNERS:
             return False
-        if _VLLM_HEADER.match(line, found.end()):
+        if _VLLM_HEADER.match(line, found.end()) or _VLLM_FRAME.match(line, found.end()):
             self.vllm.add(name)
             return False
         return bool(self.vllm)

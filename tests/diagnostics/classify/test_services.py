@@ -204,3 +204,20 @@ def test_a_procfile_runners_own_report_of_the_exit_is_read(rc, rule):
     diagnosis = both_paths(lines)
     assert diagnosis.failed, diagnosis
     assert diagnosis.rule == rule
+
+
+def test_a_service_whose_paste_begins_at_vllms_traceback_is_vllms():
+    """vLLM's header never shown (the paste begins at its traceback): a frame in vLLM's
+    own code says whose service it is, so the web UI's ready marker is not vLLM's."""
+    vllm = "vllm  | "
+    lines = [
+        f"{vllm}Traceback (most recent call last):",
+        f'{vllm}  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/'
+        'cli_args.py", line 262, in validate_parsed_serve_args',
+        f"{vllm}    raise TypeError(",
+        f"{vllm}TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser",
+        "vllm exited with code 1",
+        *UI_UP,
+    ]
+    diagnosis = both_paths(lines)
+    assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
