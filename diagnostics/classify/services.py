@@ -34,6 +34,8 @@ _SERVICE = re.compile(
     r"(?:(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
     r"|\[(?P<tag>[A-Za-z][\w.\-/]{0,63})\](?:\x1b\[[\d;]*m)*(?: |$))"
 )
+# What a tagged or prefixed line can start with (a digit: a time before the name).
+_TAG_STARTS = frozenset(" \t>[\x1b")
 # A Procfile runner's own lines (honcho's, foreman's "system | vllm.1 stopped (rc=-9)"):
 # about the services, kept as compose's own lines are.
 _RUNNERS = frozenset({"system"})
@@ -94,9 +96,6 @@ def _service(line: str) -> re.Match[str] | None:
     if "|" not in line and line[:1] not in _TAG_STARTS and not line[:1].isdigit():
         return None
     return _SERVICE.match(line)
-
-
-_TAG_STARTS = frozenset(" \t>[\x1b")
 
 
 def _name(found: re.Match[str]) -> str | None:

@@ -30,7 +30,7 @@ from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
 from diagnostics.model import Category, Diagnosis, Evidence, State
 from diagnostics.pack.catalogue import load_catalogue
-from diagnostics.pack.evidence import Provenance
+from diagnostics.pack.evidence import REPOSITORY_CODE, Provenance
 from diagnostics.pack.rules import Rule, template_fields
 from diagnostics.pack.templates import resolve_optional
 from diagnostics.redaction.redact import Redactor, redact
@@ -191,9 +191,8 @@ _FIX = {
     Category.CUDA_FAULT: "A restart on another host may help.",
 }
 _OTHER_FIX = "A restart may help; the attached output names what failed."
-# Raised in a model repository's own code (the pack's provenance: transformers_modules/):
-# it ran, so trust_remote_code is on; that code fails with this image's libraries.
-_REPOSITORY = "transformers_modules/"
+# Raised in a model repository's own code (the pack's provenance: REPOSITORY_CODE): it
+# ran, so trust_remote_code is on; that code fails with this image's libraries.
 _REPOSITORY_FIX = (
     "The model repository's own code (run with TRUST_REMOTE_CODE) fails with this image's "
     "transformers or vLLM: pin a revision of the model whose code works with them "
@@ -247,7 +246,7 @@ def judged_by_origin(
     # Without the exception line, the innermost frame shown is where the paste stops; a
     # ``raise`` code line under it shows it is where the exception was raised.
     confirmed = hit is not None or bool(origin is not None and origin.raised)
-    where, category, own = "", None, False
+    where, category, own, repository = "", None, False, False
     for name in (cls, header):
         if name and name in provenance.exceptions:
             where, category = f"a {name}", provenance.exceptions[name]
@@ -256,7 +255,7 @@ def judged_by_origin(
         # Without the exception line only a function whose raise sites agree says enough.
         category = provenance.of_frame(origin.path, origin.function, exact=not confirmed)
         where = f"{origin.path} ({origin.function})"
-        if origin.path.startswith(_REPOSITORY):
+        if repository := origin.path.startswith(f"{REPOSITORY_CODE}/"):
             where = f"the model repository's own code, {where}"
         own = provenance.raised_by_own_code(origin.path)
     if category is None and hit is not None and (log := _log_file().search(hit.raw)):
@@ -285,8 +284,7 @@ def judged_by_origin(
         checks = "" if category is Category.OTHER else f" ({category} checks)"
         checks = " (a check of the parallel sizes chosen)" if layout else checks
         cause += _SAME_WAY.format(where=" there", checks=checks)
-    repository = permanent and where.startswith("the model repository's")
-    fix = _REPOSITORY_FIX if repository else ""
+    fix = _REPOSITORY_FIX if permanent and repository else ""
     return _judged("raised-in", category, permanent, evidence, cause, redactor, fix)
 
 

@@ -27,13 +27,20 @@ from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, NamedTuple, cast
 
-from diagnostics.pack.provenance import PROJECTS, Provenance, parse_provenance, project_path
+from diagnostics.pack.provenance import (
+    PROJECTS,
+    REPOSITORY_CODE,
+    Provenance,
+    parse_provenance,
+    project_path,
+)
 
 if TYPE_CHECKING:
     import ast
 
 __all__ = [
     "PROJECTS",
+    "REPOSITORY_CODE",
     "EvidenceError",
     "Provenance",
     "TransientIf",

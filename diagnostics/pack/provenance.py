@@ -22,10 +22,11 @@ from types import MappingProxyType
 
 from diagnostics.model import Category
 
-# transformers_modules: a model repository's own code, which transformers loads from the
-# hub into its dynamic-modules cache (``~/.cache/huggingface/modules/transformers_modules/
-# <org>/<repo>/<revision>/modeling_x.py``) when trust_remote_code allows it.
-PROJECTS = ("vllm", "transformers", "huggingface_hub", "torch", "transformers_modules")
+# A model repository's own code, which transformers loads from the hub into its
+# dynamic-modules cache (``~/.cache/huggingface/modules/transformers_modules/<org>/<repo>/
+# <revision>/modeling_x.py``) when trust_remote_code allows it.
+REPOSITORY_CODE = "transformers_modules"
+PROJECTS = ("vllm", "transformers", "huggingface_hub", "torch", REPOSITORY_CODE)
 # The section's fields as the pack writes them; the basenames are derived from modules.
 _SECTION = ("deterministic", "deterministic_in", "exceptions", "functions", "modules", "packages")
 _PROVENANCE_KEYS = {"note", *_SECTION}
