@@ -20,6 +20,11 @@ _FRAME = re.compile(
 )
 _RAISE = re.compile(r"^\s+raise (?P<cls>[A-Za-z_][\w.]*)")
 _ASSERT = re.compile(r"^\s+assert (?P<expr>\S.*?)\s*$")
+# A generic attribute accessor raises for whatever its caller asked of an object: the
+# caller's lookup, so the caller's frame stays the origin (transformers' tokenizer
+# ``__getattr__`` under a model repository's tokenizer asking for what this version
+# dropped).
+_ACCESSORS = frozenset({"__getattr__", "__getattribute__"})
 _HEADER_CLASS = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Z]\w*)\s{2,}Traceback \(most recent")
 # The outermost frame of vLLM's own program (`vllm serve`'s script, a vLLM module run
 # as a script, `python -m`'s runner): a traceback from there left the program.
@@ -110,6 +115,11 @@ class Progress:
             if main is not None and self.phase is State.READY and not self.stopping:
                 self.exited = True
         path = project_path(shown)
+        caller = self.origin
+        if path is not None and found.group("func") in _ACCESSORS and caller and caller.path:
+            # a deeper frame: the caller's code lines above it raised and asserted nothing
+            self.origin = caller._replace(raised="", asserted="")
+            return
         if path is not None:
             header = self.origin.header_class if self.origin is not None else ""
             self.origin = Origin(path, found.group("func"), header)

@@ -589,3 +589,39 @@ INSPECTION = [
 def test_a_report_that_points_at_the_error_before_it_yields_to_that_error(lines, rule, category):
     diagnosis = classify_lines(lines)
     assert (diagnosis.rule, str(diagnosis.category), diagnosis.permanent) == (rule, category, True)
+
+
+# huggingface_hub raises RepositoryNotFoundError for the hub's 404 and for every 401 (a
+# missing repo, a private one, a token the hub rejects): the hub's own line under it
+# names the cause, in each version's layout (before or after transformers' verdict).
+HUB_401 = [
+    "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-6)",
+    "",
+    "Repository Not Found for url: https://huggingface.co/acme/llama-awq/resolve/main/config.json.",
+    "Please make sure you specified the correct `repo_id` and `repo_type`.",
+    "If you are trying to access a private or gated repo, make sure you are authenticated.",
+]
+TRANSFORMERS_VERDICT = [
+    "",
+    "The above exception was the direct cause of the following exception:",
+    "",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3/dist-packages/transformers/utils/hub.py", line 9, in cached_file',
+    "OSError: acme/llama-awq is not a local folder and is not a valid model identifier listed "
+    "on 'https://huggingface.co/models'",
+]
+
+
+@pytest.mark.parametrize(
+    ("hub_line", "category"),
+    [
+        ("Invalid credentials in Authorization header", "gated_model"),
+        ("Invalid username or password.", "model_not_found"),
+        (None, "model_not_found"),
+    ],
+)
+@pytest.mark.parametrize("after", [[], TRANSFORMERS_VERDICT])
+def test_the_hubs_own_line_under_a_repository_not_found_names_the_cause(hub_line, category, after):
+    lines = [*HUB_401, *([hub_line] if hub_line else []), *after]
+    diagnosis = classify_lines(lines)
+    assert (str(diagnosis.category), diagnosis.state) == (category, State.FAILED_PERMANENT)

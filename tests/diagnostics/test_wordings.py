@@ -135,6 +135,26 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # A compute-capability threshold written as a comparison, also on an ImportError (vLLM
+    # 0.4's punica kernels, whose missing module it is raised from): the GPU, not the image.
+    (
+        [
+            "ModuleNotFoundError: No module named 'vllm._punica_C'",
+            "",
+            "The above exception was the direct cause of the following exception:",
+            "",
+            "ImportError: punica LoRA kernels require compute capability >= 8.0",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "ValueError: torchao FP8 activation quantization config 'Float8DynamicActivationFloat8WeightConfig' requires GPU compute capability >= 8.9",
+        ],
+        "model_requirement",
+        True,
+    ),
     (
         [
             "huggingface_hub.utils._errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-65a1b2c3-0123456789abcdef01234567)",

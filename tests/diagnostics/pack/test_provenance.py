@@ -256,6 +256,31 @@ def test_an_error_raised_in_the_repositorys_own_code_is_remote_code_and_permanen
     assert classify_lines(lines[:-1], pack).category is not Category.REMOTE_CODE
 
 
+def test_an_attribute_accessor_raising_for_its_caller_is_judged_where_it_was_called(pack):
+    """A generic accessor (``__getattr__``, ``__getattribute__``) raises for whatever its
+    caller asked of an object: the caller's frame is where the lookup failed (the model
+    repository's tokenizer asking transformers' for what this version no longer has)."""
+    accessor = frame("transformers/tokenization_utils_base.py", "__getattr__")
+    raise_line = '    raise AttributeError(f"{self.__class__.__name__} has no attribute {key}")'
+    lines = [
+        "Traceback (most recent call last):",
+        frame("vllm/transformers_utils/tokenizer.py", "get_tokenizer"),
+        repo_frame("tokenization_chatglm.py", "get_vocab"),
+        accessor,
+        raise_line,
+        "AttributeError: ChatGLMTokenizer has no attribute vocab_size",
+    ]
+    diagnosis = both_paths(lines, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("remote_code", State.FAILED_PERMANENT)
+    assert "tokenization_chatglm.py (get_vocab)" in (diagnosis.cause or "")
+    # Any other function of that library there: the library's place decides, as before.
+    other = [*lines[:3], frame("transformers/tokenization_utils.py", "_add_tokens"), *lines[4:]]
+    assert str(both_paths(other, pack).category) == "other"
+    # An accessor with no project frame above it: its own place decides.
+    alone = ["Traceback (most recent call last):", accessor, *lines[4:]]
+    assert str(both_paths(alone, pack).category) == "other"
+
+
 def test_a_specific_cause_raised_in_the_repositorys_code_keeps_its_category(pack):
     lines = [
         "Traceback (most recent call last):",
