@@ -8,7 +8,7 @@ XError(...)`` site, every ``logger.error/critical/exception`` call, every
 ``logger.warning`` right before a raise or exit (a fatal warning) and every message
 built for a later raise in the start-up code of each project (vLLM: engine, config,
 model executor -- models, layers, quantization, loader --, attention backends, worker,
-executor, platforms, distributed, entrypoints and multimodal code; the hub, config and
+executor, platforms, distributed, LoRA, entrypoints and multimodal code; the hub, config and
 download code of transformers and huggingface_hub; torch's CUDA initialisation; ray's
 out-of-memory and actor errors), and turns each message into a template: implicit
 concatenation, f-strings, ``+``, ``%`` (also a log call's lazy ``%s`` arguments) and
@@ -52,14 +52,15 @@ OUT = ROOT / "fixtures" / "catalogue"
 
 # Start-up code, per project (path regexes relative to the unpacked wheel). vLLM: the
 # engine, config, model executor (models, layers, quantization, loader), attention
-# backends, worker, executor, platforms, distributed, entrypoints and multimodal code
+# backends, worker, executor, platforms, distributed, LoRA (its kernels and the adapters
+# --lora-modules loads at start-up), entrypoints and multimodal code
 # (V0 and V1 layouts). Left out: the request handlers of the entrypoints (serving_*,
 # protocol, chat/tool/reasoning parsing: their errors answer one request, after ready).
 # 0.1-0.3 kept the loader and weight download in single modules (model_executor/
 # model_loader.py, weight_utils.py) and served entrypoints/api_server.py.
 SCOPE = {
     "vllm": r"^vllm/(?:engine/|config|model_executor/|attention/|worker/|executor/|platforms/|"
-    r"distributed/|multimodal/|"
+    r"distributed/|multimodal/|lora/|"
     r"entrypoints/(?!.*(?:serving|protocol|chat_utils|tool_parser|tool_server|reasoning|"
     r"harmony|responses|score_utils|renderer|context))|"
     r"v1/(?:engine/|worker/|executor/|core/kv_cache_utils|attention/)|"
