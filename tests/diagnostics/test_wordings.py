@@ -135,6 +135,10 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # A library named as not available, the whole message (vLLM's RuntimeError after its
+    # own failed import): the image lacks it; a device in those words is the host's.
+    (["RuntimeError: NIXL is not available"], "other", True),
+    (["RuntimeError: CUDA is not available"], "cuda_fault", False),
     # A compute-capability threshold written as a comparison, also on an ImportError (vLLM
     # 0.4's punica kernels, whose missing module it is raised from): the GPU, not the image.
     (
