@@ -12,7 +12,9 @@ executor, platforms, distributed, LoRA, entrypoints and multimodal code; the hub
 download code of transformers and huggingface_hub; torch's CUDA initialisation; ray's
 out-of-memory and actor errors), and turns each message into a template: implicit
 concatenation, f-strings, ``+``, ``%`` (also a log call's lazy ``%s`` arguments) and
-``.format`` fields become ``{}``, across lines. Messages built in native code are read
+``.format`` fields become ``{}``, across lines; a message kept in a module's constant
+(``STR_NOT_IMPL_ENC_DEC_LORA``, or a table of them) and raised by its name elsewhere is
+read where it is raised. Messages built in native code are read
 from the shared library's strings (torch's CUDA allocator: ``torch/lib/libc10_cuda.so``);
 those printed by binaries the wheels do not ship as libraries (ray's raylet) are listed
 by hand under ``manual:`` in ``assign.yaml``; the runtimes' error strings (CUDA's and
@@ -82,6 +84,11 @@ NATIVE = {
 _PRINTABLE = re.compile(rb"[\x20-\x7e]{12,}")
 _LOG_CALLS = {"error", "critical", "exception", "fatal"}
 _MESSAGE_NAMES = ("message", "msg")  # names (any case) a message is built in
+# A module's message constant (vLLM's ``STR_NOT_IMPL_ENC_DEC_LORA = ("LoRA is ...")`` in
+# vllm/utils.py), raised by its name elsewhere: messages() records the definition and the
+# reference, mine() resolves the reference within the release.
+_CONSTANT = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+CONSTANT_DEF, CONSTANT_REF = "=constant", "=constant:"
 _VERSION = re.compile(r"^(?P<project>[a-z_]+)-(?P<version>\d[\w.]*)(?<!\.part)$")
 
 
@@ -181,6 +188,21 @@ def _logged_template(call: ast.Call) -> str | None:
     return fields.replace("%%", "%")
 
 
+def _constant_ref(node: ast.AST) -> str | None:
+    """The constant a raise names (``STR_X``, or ``TABLE["key"]`` of a table of them)."""
+    if isinstance(node, ast.Name) and _CONSTANT.match(node.id):
+        return node.id
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and _CONSTANT.match(node.value.id)
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    ):
+        return f"{node.value.id}[{node.slice.value}]"
+    return None
+
+
 def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
     """(exception type or "logger.error", template, function) of every raise, fatal log
     call (error, critical, exception; a warning right before a raise or exit) and
@@ -202,9 +224,12 @@ def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             name = _call_name(node.exc.func)
             if name.endswith(("Error", "Exception", "Exit")):
-                text = template_of(node.exc.args[0])
+                arg = node.exc.args[0]
+                text = template_of(arg)
                 if text:
                     found.append((name, text, scope))
+                elif ref := _constant_ref(arg):
+                    found.append((name, CONSTANT_REF + ref, scope))
         elif call := _log_call(node, _LOG_CALLS):
             text = _logged_template(call)
             if text:
@@ -213,6 +238,25 @@ def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
             text = _logged_template(node)
             if text:
                 found.append(("logger.warning", text, scope))
+        elif (
+            scope == "<module>"
+            and isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and _CONSTANT.match(node.targets[0].id)
+        ):
+            constant = node.targets[0].id
+            text = template_of(node.value)
+            if text:
+                found.append((CONSTANT_DEF, text, constant))
+            elif isinstance(node.value, ast.Dict):  # a table of messages, by key
+                for key, value in zip(node.value.keys, node.value.values, strict=True):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        item = template_of(value) or (
+                            CONSTANT_REF + ref if (ref := _constant_ref(value)) else None
+                        )
+                        if item:
+                            found.append((CONSTANT_DEF, item, f"{constant}[{key.value}]"))
         elif (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -264,9 +308,29 @@ def _tree_messages(path: Path, cache: dict[str, list[tuple[str, str, str]]]):
 
 def _extraction_code() -> str:
     """A hash of the code that reads messages from a file (the cache's validity)."""
-    functions = (template_of, _call_name, _log_call, _ends_start, _fatal_warnings)
+    functions = (template_of, _call_name, _log_call, _ends_start, _fatal_warnings, _constant_ref)
     parts = [inspect.getsource(f) for f in (*functions, _logged_template, messages, normalise)]
     return hashlib.sha1("".join(parts).encode()).hexdigest()
+
+
+def _resolved(found: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
+    """A release's messages with each raised constant replaced by its text (defined in
+    any file of the release); the definitions themselves are not messages."""
+    constants = {fn: raw for _, exc, raw, fn in found if exc == CONSTANT_DEF}
+
+    def resolve(raw: str, depth: int = 0) -> str | None:
+        if not raw.startswith(CONSTANT_REF):
+            return raw
+        text = constants.get(raw.removeprefix(CONSTANT_REF))
+        return resolve(text, depth + 1) if text is not None and depth < 3 else None
+
+    out = []
+    for rel, exc, raw, function in found:
+        if exc == CONSTANT_DEF:
+            continue
+        if (text := resolve(raw)) is not None:
+            out.append((rel, exc, text, function))
+    return out
 
 
 def mine(src: Path, cache: Path | None = None) -> dict[tuple[str, str], dict]:
@@ -299,7 +363,7 @@ def mine(src: Path, cache: Path | None = None) -> dict[tuple[str, str], dict]:
             if not scope.search(rel):
                 continue
             found += [(rel, exc, raw, fn) for exc, raw, fn in _tree_messages(path, parsed)]
-        for rel, exc, raw, function in found:
+        for rel, exc, raw, function in _resolved(found):
             template = normalise(raw)
             if len(template.replace("{}", "").strip()) < 12:
                 continue  # nothing but fields: no wording to catalogue

@@ -625,3 +625,48 @@ def test_the_hubs_own_line_under_a_repository_not_found_names_the_cause(hub_line
     lines = [*HUB_401, *([hub_line] if hub_line else []), *after]
     diagnosis = classify_lines(lines)
     assert (str(diagnosis.category), diagnosis.state) == (category, State.FAILED_PERMANENT)
+
+
+# huggingface_hub's warnings that a request failed and is retried: the hub may answer the
+# next try, so a cause the start printed after them wins; alone, the network it was.
+RETRIED = [
+    "'(ReadTimeoutError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Read timed "
+    "out. (read timeout=10)\"), '(Request ID: 9d2b)')' thrown while requesting HEAD "
+    "https://huggingface.co/google/flan-t5-xl/resolve/main/config.json",
+    "Retrying in 1s [Retry 1/5].",
+]
+UNSUPPORTED = (
+    "ValueError: Model architectures ['T5ForConditionalGeneration'] are not supported for "
+    "now. Supported architectures: ['LlamaForCausalLM']"
+)
+
+
+def test_a_retried_hub_request_yields_to_the_cause_the_start_printed_after_it():
+    diagnosis = classify_lines([*RETRIED, UNSUPPORTED])
+    assert (str(diagnosis.category), diagnosis.state) == (
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    )
+    alone = classify_lines(RETRIED)
+    assert (alone.rule, alone.state) == ("hub-request-retried", State.FAILED_TRANSIENT)
+    assert "huggingface.co/google/flan-t5-xl" in alone.cause
+
+
+# A connection refused, raised without its host: a client of vLLM's own API whose server
+# did not start says so too, so the start's own cause wins; after the hub's client said
+# which requests it retried, it is the hub's.
+REFUSED = "httpcore.ConnectError: [Errno 111] Connection refused"
+TOOL_CHOICE = "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser"
+
+
+def test_a_bare_connection_refused_is_the_hubs_only_after_its_retries():
+    diagnosis = classify_lines([TOOL_CHOICE, "", "$ python agent.py", REFUSED])
+    assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
+    alone = classify_lines([REFUSED])
+    assert (alone.rule, str(alone.category), alone.state) == (
+        "connection-refused",
+        "network",
+        State.FAILED_TRANSIENT,
+    )
+    hub = RETRIED[0].replace("ReadTimeoutError(...)", "")
+    assert classify_lines([hub, REFUSED]).rule == "hub-connection-refused"

@@ -135,6 +135,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # docker inspect's State as compact JSON: the container killed for its memory limit.
+    (
+        ['{"Status":"exited","Running":false,"OOMKilled":true,"Dead":false,"ExitCode":137}'],
+        "oom",
+        True,
+    ),
+    # A program the start runs, not in the image (subprocess names it bare); nvidia-smi,
+    # which the GPU's container runtime mounts, is the host's.
+    (["FileNotFoundError: [Errno 2] No such file or directory: 'neuronx-cc'"], "other", True),
+    (["FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi'"], "cuda_fault", False),
     # A library named as not available, the whole message (vLLM's RuntimeError after its
     # own failed import): the image lacks it; a device in those words is the host's.
     (["RuntimeError: NIXL is not available"], "other", True),

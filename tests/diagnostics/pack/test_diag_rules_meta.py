@@ -188,7 +188,7 @@ NEAR_MISSES = [
         "kv-cache-no-memory",
     ),
     # An unreachable hub is named as such, not as the cache miss that follows it.
-    ("vllm-0.32/hub-unreachable.log", "hub-offline-cache-miss", "hub-unreachable"),
+    ("vllm-0.32/hub-unreachable.log", "hub-offline-cache-miss", "hub-connection-refused"),
 ]
 
 
