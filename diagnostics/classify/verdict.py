@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Container, Mapping
 from functools import cache
 
+from diagnostics.classify.chosen import chosen_setting
 from diagnostics.classify.findings import Hit, captures, joined
 from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
@@ -191,8 +192,7 @@ _FIX = {
     Category.CUDA_FAULT: "A restart on another host may help.",
 }
 _OTHER_FIX = "A restart may help; the attached output names what failed."
-# Raised in a model repository's own code (the pack's provenance: REPOSITORY_CODE): it
-# ran, so trust_remote_code is on; that code fails with this image's libraries.
+# Raised in a model repository's own code (REPOSITORY_CODE): it ran, so it was trusted.
 _REPOSITORY_FIX = (
     "The model repository's own code (run with TRUST_REMOTE_CODE) fails with this image's "
     "transformers or vLLM: pin a revision of the model whose code works with them "
@@ -200,8 +200,7 @@ _REPOSITORY_FIX = (
     "transformers version the repository names, or a model vLLM supports natively. A "
     "restart on the same settings fails the same way."
 )
-# Other, but raised by vLLM's own code while the engine is built: the same each start.
-_OTHER_PERMANENT_FIX = (
+_OTHER_PERMANENT_FIX = (  # raised by vLLM's own code while the engine is built
     "vLLM rejects this start the same way each time: change the setting the message "
     "names, or use an image with another vLLM version. A restart on the same settings "
     "fails the same way."
@@ -270,19 +269,22 @@ def judged_by_origin(
         category = Category.OTHER
     asserted = origin.asserted if origin is not None and (cls or header) == "AssertionError" else ""
     layout = bool(_PARALLEL.search(asserted)) and category is not Category.KV_CACHE
-    if layout:
-        category = Category.BAD_CONFIG  # the layout asked for, not the model: the user's
-    permanent = category.permanent and (confirmed or bool(header))
-    if deterministic and own and category not in _HOST:
-        permanent = True
+    message = (captured or {}).get("detail", "").strip()
+    sure = deterministic and own and category not in _HOST  # the same on every start
+    quoted = message or (hit.text if hit is not None else "")
+    chosen = sure and chosen_setting(quoted, (captured or {}).get("settings", ""))
+    if layout or chosen:  # the layout asked for, a value chosen: the user's, not the model's
+        category = Category.BAD_CONFIG
+    permanent = sure or (category.permanent and (confirmed or bool(header)))
     if category is Category.OTHER and not permanent:
         return None  # says no more than the verdict it would replace
-    detail = (captured or {}).get("detail", "").strip() or (asserted and f"assert {asserted}.")
+    detail = message or (asserted and f"assert {asserted}.")
     raised = f"{cls or header or 'An exception'} raised in {where}"
     cause = f"{raised}: {detail}" if detail else f"{raised} (its message is not in the log)."
     if permanent and deterministic and own:
         checks = "" if category is Category.OTHER else f" ({category} checks)"
         checks = " (a check of the parallel sizes chosen)" if layout else checks
+        checks = f" (it rejects {chosen}, a value this start was set to)" if chosen else checks
         cause += _SAME_WAY.format(where=" there", checks=checks)
     fix = _REPOSITORY_FIX if permanent and repository else ""
     return _judged("raised-in", category, permanent, evidence, cause, redactor, fix)

@@ -312,3 +312,29 @@ def test_a_bare_assertion_is_judged_with_what_it_asserted(pack):
     # The assert line's expression called on (a deeper frame): not what was asserted.
     deeper = [*layout[:3], frame("torch/nn/modules/module.py", "__getattr__"), "AssertionError"]
     assert str(both_paths(deeper, pack).category) != "bad_config"
+
+
+ENGINE_CONFIG = (
+    "INFO 02-11 09:47:21 llm_engine.py:234] Initializing a V0 LLM engine (v0.7.2) with config: "
+    "model='intfloat/e5-large', dtype=torch.float16, "
+    "pooler_config=PoolerConfig(pooling_type='AVG', normalize=True)"
+)
+
+
+def test_an_error_quoting_a_value_the_start_was_set_to_is_bad_config(pack):
+    """vLLM's own code rejecting a value the start logged among its settings (an enum
+    looked up by the user's value): the user's choice, bad_config, the setting named."""
+    lookup = raised_in(
+        "vllm/model_executor/layers/pooler.py",
+        "from_config_with_defaults",
+        "    pooling_type=PoolingType[pooler_config.pooling_type]",
+        '  File "/usr/lib/python3.12/enum.py", line 813, in __getitem__',
+        "KeyError: 'AVG'",
+    )
+    diagnosis = both_paths([ENGINE_CONFIG, *lookup], pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
+    assert "pooling_type='AVG'" in (diagnosis.cause or "")
+    # Without the settings in the log, or quoting a value no setting holds: its place.
+    assert str(both_paths(lookup, pack).category) == "other"
+    other = [ENGINE_CONFIG, *lookup[:-1], "KeyError: 'LAST'"]
+    assert str(both_paths(other, pack).category) == "other"
