@@ -362,6 +362,12 @@ def test_a_lookup_that_failed_with_the_hub_switched_off_is_an_offline_cache_miss
     local = "ValueError: No supported config format found in /models/gemma-2-9b-it."
     diagnosis = classify_lines([offline, *TB, local])
     assert diagnosis.state is State.FAILED_PERMANENT
+    # the weights' lookup too: no weight files for a hub id, offline, is a cache miss
+    weights = "RuntimeError: Cannot find any model weights with `mistralai/Ministral-8B`"
+    diagnosis = classify_lines([offline, *TB, weights])
+    assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)
+    folder = "RuntimeError: Cannot find any model weights with `/models/ministral-8b`"
+    assert classify_lines([offline, *TB, folder]).state is State.FAILED_PERMANENT
 
 
 @pytest.mark.parametrize(("line", "category"), STATUS)
