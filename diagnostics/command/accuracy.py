@@ -20,6 +20,11 @@ from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.scan import classify_stream
 
 
+# Labels of a start that did not fail: up ("ok"), or still under way when the log ends
+# (a held-out writer's "still loading", labelled by the state it names).
+UNDER_WAY = frozenset({"ok", "starting", "downloading", "loading"})
+
+
 @dataclass(frozen=True)
 class Scored:
     file: str
@@ -39,7 +44,7 @@ class Scored:
 
     @property
     def failed_called_not_failed(self) -> bool:
-        return self.label != "ok" and not self.diagnosis.failed
+        return self.label not in UNDER_WAY and not self.diagnosis.failed
 
     @property
     def transient_called_permanent(self) -> bool:
@@ -56,7 +61,7 @@ def score(root: Path, pack: RulePack) -> list[Scored]:
     for entry in load_manifest(root):
         with (root / entry["file"]).open("rb") as stream:
             diagnosis = classify_stream(stream, pack)
-        permanent = entry.get("permanent") if entry["category"] != "ok" else None
+        permanent = entry.get("permanent") if entry["category"] not in UNDER_WAY else None
         results.append(Scored(entry["file"], entry["category"], diagnosis, permanent))
     return results
 
@@ -116,7 +121,7 @@ def score_variants(root: Path, pack: RulePack) -> list[tuple[str, str, bool]]:
     """(file, variant, right) for every failure log whose root-cause line is found."""
     results = []
     for entry in load_manifest(root):
-        if entry["category"] == "ok" or not entry.get("root_cause_line"):
+        if entry["category"] in UNDER_WAY or not entry.get("root_cause_line"):
             continue
         raw = (root / entry["file"]).read_bytes().decode("utf-8", "replace")
         lines = raw.split("\n")
