@@ -19,7 +19,6 @@ from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.scan import classify_stream
 
-
 # Labels of a start that did not fail: up ("ok"), or still under way when the log ends
 # (a held-out writer's "still loading", labelled by the state it names).
 UNDER_WAY = frozenset({"ok", "starting", "downloading", "loading"})
