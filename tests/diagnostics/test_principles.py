@@ -676,3 +676,15 @@ def test_a_bare_connection_refused_is_the_hubs_only_after_its_retries():
     )
     hub = RETRIED[0].replace("ReadTimeoutError(...)", "")
     assert classify_lines([hub, REFUSED]).rule == "hub-connection-refused"
+
+
+# A server that is up shows it in more than uvicorn's lines: the routes it lists as it
+# starts to serve (a paste of stdout alone, without uvicorn's stderr, keeps them). Not
+# the engine's periodic stats: they go on a while after an engine died while serving.
+LOADING = "INFO 10-30 08:11:02 model_runner.py:1067] Loading model weights took 7.12 GB"
+
+
+def test_a_server_that_serves_is_up_without_uvicorns_lines():
+    routes = "INFO 10-30 08:11:15 launcher.py:19] Available routes are:"
+    assert classify_lines([LOADING]).state is State.LOADING
+    assert classify_lines([LOADING, routes]).state is State.READY
