@@ -29,6 +29,8 @@ def needed_context(classifier: Classifier) -> set[str]:
     if rule.transient_if is not None:
         names |= set(rule.transient_if.names)
         names |= template_fields(rule.transient_if.cause) | template_fields(rule.transient_if.fix)
+    if rule.kind == "structure":
+        names.add("settings")  # the verdict by provenance reads them (classify/chosen.py)
     captured = {n for p in classifier.pack.phases for rx in p.patterns for n in rx.groupindex}
     return names & captured
 
