@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+# The phase markers' named group that holds the settings (rules/00-phases.yaml).
+SETTINGS = "settings"
 _QUOTED = re.compile(r"""(['"])(?P<value>[^'"\s]{2,80})\1""")
 # The defaults most settings take: quoting one names no choice of the user's.
 _DEFAULTS = frozenset({"auto", "main", "none", "true", "false", "default", "generate"})

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Container, Mapping
 from functools import cache
 
-from diagnostics.classify.chosen import chosen_setting
+from diagnostics.classify.chosen import SETTINGS, chosen_setting
 from diagnostics.classify.findings import Hit, captures, joined
 from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
@@ -272,7 +272,7 @@ def judged_by_origin(
     message = (captured or {}).get("detail", "").strip()
     sure = deterministic and own and category not in _HOST  # the same on every start
     quoted = message or (hit.text if hit is not None else "")
-    chosen = sure and chosen_setting(quoted, (captured or {}).get("settings", ""))
+    chosen = sure and chosen_setting(quoted, (captured or {}).get(SETTINGS, ""))
     if layout or chosen:  # the layout asked for, a value chosen: the user's, not the model's
         category = Category.BAD_CONFIG
     permanent = sure or (category.permanent and (confirmed or bool(header)))

@@ -8,8 +8,10 @@ from typing import BinaryIO
 
 import hyperscan
 
+from diagnostics.classify.chosen import SETTINGS
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.normalize import normalize
+from diagnostics.classify.verdict import refinable
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack, template_fields
 from diagnostics.scanning.blockdb import _database, _ids_in
@@ -29,8 +31,8 @@ def needed_context(classifier: Classifier) -> set[str]:
     if rule.transient_if is not None:
         names |= set(rule.transient_if.names)
         names |= template_fields(rule.transient_if.cause) | template_fields(rule.transient_if.fix)
-    if rule.kind == "structure":
-        names.add("settings")  # the verdict by provenance reads them (classify/chosen.py)
+    if refinable(rule):  # the verdict by provenance reads the settings a start logged
+        names.add(SETTINGS)
     captured = {n for p in classifier.pack.phases for rx in p.patterns for n in rx.groupindex}
     return names & captured
 
