@@ -14,7 +14,9 @@ file and exception type. From it this script derives, as data the classifier rea
 - ``exceptions``: an exception class of those projects (not one of Python's built-in
   ones) -> category, when it has at least 2 raise sites and all carry one category.
 
-Messages the catalogue leaves to the generic rules (``generic:``) count for nothing; a
+Messages the catalogue leaves to the generic rules (``generic:``) and ``assert`` sites
+(``asserted``: an invariant of the code around it, found by its message alone) count for
+nothing; a
 row whose category the catalogue took from its module's default (``assigned_by: module``
 in ``assign.yaml``) counts like one assigned from its message.
 
@@ -89,8 +91,11 @@ def derive(rows: list[dict]) -> dict:
     exceptions: dict[str, Counter[str]] = defaultdict(Counter)
     for row in rows:
         file, category = row["file"], row["category"]
-        if not file.endswith(".py"):
-            continue  # native code (a shared library, a binary): no frames
+        if not file.endswith(".py") or row.get("asserted"):
+            # native code (a shared library, a binary): no frames; an ``assert``: an
+            # invariant of the code around it, whose category (its module's) says
+            # nothing of what else raises there (kernels assert far more than they raise)
+            continue
         modules[file][category] += 1
         parts = file.split("/")[:-1]
         for n in range(1, len(parts) + 1):

@@ -6,11 +6,13 @@ included; transformers 4.33 on and huggingface_hub 0.16.4 on, the range vLLM pin
 one wheel at a time, keeping only the start-up-scope files), finds every ``raise
 XError(...)`` site, every ``logger.error/critical/exception`` call, every
 ``logger.warning`` right before a raise or exit (a fatal warning) and every message
-built for a later raise in the start-up code of each project (vLLM: engine, config,
-model executor -- models, layers, quantization, loader --, attention backends, worker,
-executor, platforms, distributed, LoRA, entrypoints and multimodal code; the hub, config and
-download code of transformers and huggingface_hub; torch's CUDA initialisation; ray's
-out-of-memory and actor errors), and turns each message into a template: implicit
+built for a later raise, and every ``assert`` with a message (an AssertionError), in the
+start-up code of each project (vLLM: engine, config, model executor -- models, layers,
+quantization, loader --, attention backends, worker, executor, platforms, distributed,
+LoRA, entrypoints, multimodal, torch.compile and CUDA graph, speculative decoding and
+sleep-mode allocator code; the hub, config and download code of transformers and
+huggingface_hub; torch's CUDA initialisation; ray's out-of-memory and actor errors), and
+turns each message into a template: implicit
 concatenation, f-strings, ``+``, ``%`` (also a log call's lazy ``%s`` arguments) and
 ``.format`` fields become ``{}``, across lines; a message kept in a module's constant
 (``STR_NOT_IMPL_ENC_DEC_LORA``, or a table of them) and raised by its name elsewhere is
@@ -55,17 +57,19 @@ OUT = ROOT / "fixtures" / "catalogue"
 # Start-up code, per project (path regexes relative to the unpacked wheel). vLLM: the
 # engine, config, model executor (models, layers, quantization, loader), attention
 # backends, worker, executor, platforms, distributed, LoRA (its kernels and the adapters
-# --lora-modules loads at start-up), entrypoints and multimodal code
-# (V0 and V1 layouts). Left out: the request handlers of the entrypoints (serving_*,
-# protocol, chat/tool/reasoning parsing: their errors answer one request, after ready).
+# --lora-modules loads at start-up), entrypoints and multimodal code, torch.compile and
+# CUDA graph capture (compilation/), speculative decoding's drafters and sleep mode's
+# allocator (device_allocator/), all set up at start-up (V0 and V1 layouts). Left out:
+# the request handlers of the entrypoints (serving_*, protocol, chat/tool/reasoning
+# parsing: their errors answer one request, after ready).
 # 0.1-0.3 kept the loader and weight download in single modules (model_executor/
 # model_loader.py, weight_utils.py) and served entrypoints/api_server.py.
 SCOPE = {
     "vllm": r"^vllm/(?:engine/|config|model_executor/|attention/|worker/|executor/|platforms/|"
-    r"distributed/|multimodal/|lora/|"
+    r"distributed/|multimodal/|lora/|device_allocator/|compilation/|spec_decode/|"
     r"entrypoints/(?!.*(?:serving|protocol|chat_utils|tool_parser|tool_server|reasoning|"
     r"harmony|responses|score_utils|renderer|context))|"
-    r"v1/(?:engine/|worker/|executor/|core/kv_cache_utils|attention/)|"
+    r"v1/(?:engine/|worker/|executor/|core/kv_cache_utils|attention/|spec_decode/)|"
     r"transformers_utils/(?:config|utils|tokenizer)|"
     r"utils/__init__|utils\.py|envs\.py)",
     "transformers": r"^transformers/(?:configuration_utils|modeling_rope_utils|"
@@ -89,6 +93,7 @@ _MESSAGE_NAMES = ("message", "msg")  # names (any case) a message is built in
 # reference, mine() resolves the reference within the release.
 _CONSTANT = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 CONSTANT_DEF, CONSTANT_REF = "=constant", "=constant:"
+ASSERT = "=assert"  # an ``assert condition, message`` site (raises AssertionError)
 _VERSION = re.compile(r"^(?P<project>[a-z_]+)-(?P<version>\d[\w.]*)(?<!\.part)$")
 
 
@@ -221,7 +226,14 @@ def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
             visit(child, scope)
 
     def record(node: ast.AST, scope: str) -> None:
-        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+        if isinstance(node, ast.Assert) and node.msg is not None:
+            # ``assert condition, message``: raises AssertionError with the message
+            text = template_of(node.msg)
+            if text:
+                found.append((ASSERT, text, scope))
+            elif ref := _constant_ref(node.msg):
+                found.append((ASSERT, CONSTANT_REF + ref, scope))
+        elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             name = _call_name(node.exc.func)
             if name.endswith(("Error", "Exception", "Exit")):
                 arg = node.exc.args[0]
@@ -368,17 +380,16 @@ def mine(src: Path, cache: Path | None = None) -> dict[tuple[str, str], dict]:
             if len(template.replace("{}", "").strip()) < 12:
                 continue  # nothing but fields: no wording to catalogue
             key = (project, template)
+            site: dict[str, str | bool] = {"exception": exc, "file": rel, "function": function}
+            if exc == ASSERT:  # an AssertionError, marked: provenance leaves it out
+                site.update(exception="AssertionError", asserted=True)
             entry = entries.setdefault(
-                key,
-                {
-                    "template": template,
-                    "project": project,
-                    "exception": exc,
-                    "file": rel,
-                    "function": function,
-                    "versions": set(),
-                },
+                key, {"template": template, "project": project, **site, "versions": set()}
             )
+            if entry.get("asserted") and exc != ASSERT:
+                # the same words raised as well as asserted: the raise site names it
+                del entry["asserted"]
+                entry.update(site)
             entry["versions"].add(version)
     if cache is not None:
         cache.write_bytes(pickle.dumps({"code": code, "parsed": parsed}))
@@ -477,7 +488,7 @@ def reassign(data: dict) -> int:
     path = OUT / "catalogue-full.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     mined = {(r["project"], r["template"]): r for r in rows if r["assigned_by"] != "runtime"}
-    keep = ("template", "project", "exception", "file", "function", "first_version")
+    keep = ("template", "project", "exception", "asserted", "file", "function", "first_version")
     entries = {k: {f: r[f] for f in (*keep, "last_version") if f in r} for k, r in mined.items()}
     catalogue = assign(entries, data["assign"], data.get("modules"))
     catalogue += sorted(

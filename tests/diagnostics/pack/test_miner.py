@@ -1,0 +1,104 @@
+"""The catalogue's miner (scripts/mine_catalogue.py) on built source trees: ``assert``
+statements with a message are raise sites (an AssertionError), marked so that the frame
+provenance (scripts/gen_provenance.py) leaves them out; a message both raised and
+asserted keeps its raise site. And the assign table's principle for two choices that
+cannot go together, on the mined catalogue."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from diagnostics import Classifier
+from tests.support.packs import shipped_pack
+from tests.support.scripts import load_script
+
+MINER = load_script("mine_catalogue")
+PROVENANCE = load_script("gen_provenance")
+FULL = Path(__file__).resolve().parents[3] / "fixtures" / "catalogue" / "catalogue-full.jsonl"
+
+ALLOCATOR = """
+class CuMemAllocator:
+    def __init__(self):
+        conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+        assert "expandable_segments:True" not in conf, (
+            "Expandable segments are not compatible with memory pool. "
+            f"Please track {URL} for the latest updates.")
+        assert conf
+"""
+
+
+def test_an_assert_with_a_message_is_a_raise_site():
+    found = MINER.messages(ast.parse(ALLOCATOR))
+    assert found == [
+        (
+            MINER.ASSERT,
+            "Expandable segments are not compatible with memory pool. "
+            "Please track {} for the latest updates.",
+            "CuMemAllocator.__init__",
+        )
+    ]  # the bare ``assert conf`` says nothing: not a message
+
+
+def _tree(root: Path, version: str, source: str) -> None:
+    path = root / f"vllm-{version}" / "vllm" / "device_allocator" / "cumem.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source, encoding="utf-8")
+
+
+def test_an_asserted_message_is_marked_and_a_raise_of_it_wins(tmp_path):
+    words = "Expandable segments are not compatible with memory pool. Please track"
+    _tree(tmp_path, "0.9.0", ALLOCATOR + f"\ndef later():\n    assert ok, '{words} it.'\n")
+    _tree(tmp_path, "0.10.0", f"def check():\n    raise ValueError('{words} it.')\n")
+    entries = MINER.mine(tmp_path)
+    asserted = entries[("vllm", f"{words} {{}} for the latest updates.")]
+    assert asserted["exception"] == "AssertionError" and asserted["asserted"] is True
+    both = entries[("vllm", f"{words} it.")]
+    assert both["exception"] == "ValueError" and "asserted" not in both
+    assert both["function"] == "check"
+
+
+def test_frame_provenance_leaves_asserts_out():
+    row = {"file": "vllm/model_executor/layers/kernel.py", "function": "forward"}
+    asserted = {**row, "category": "model_requirement", "exception": "AssertionError"}
+    raised = {**row, "category": "other", "exception": "RuntimeError"}
+    marked = {**asserted, "asserted": True}
+    data = PROVENANCE.derive([marked, marked, raised])
+    assert data["functions"]["vllm/model_executor/layers/kernel.py:forward"] == "other"
+    assert PROVENANCE.derive([{**asserted, "asserted": True}])["functions"] == {}
+
+
+def _category(template: str) -> str:
+    rows = [json.loads(line) for line in FULL.read_text(encoding="utf-8").splitlines()]
+    return next(r["category"] for r in rows if r["template"] == template)
+
+
+def test_two_choices_that_cannot_go_together_are_bad_config_outside_models_and_kernels():
+    # the engine's and the allocator's checks: the start's own choices
+    assert _category("chunked prefill cannot be used with prefix caching now.") == "bad_config"
+    assert (
+        _category(
+            "Expandable segments are not compatible with memory pool. Please track "
+            "https://github.com/pytorch/pytorch/issues/147851 for the latest updates."
+        )
+        == "bad_config"
+    )
+    # a platform's: what the hardware's backend cannot do
+    assert (
+        _category(
+            "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 "
+            "KV cache."
+        )
+        == "model_requirement"
+    )
+
+
+def test_a_catalogued_assertion_names_its_category_without_its_frames():
+    line = (
+        "AssertionError: Expandable segments are not compatible with memory pool. Please "
+        "track https://github.com/pytorch/pytorch/issues/147851 for the latest updates."
+    )
+    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
+    assert diagnosis.rule == "catalogued-bad-config"
