@@ -148,6 +148,22 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     # A library named as not available, the whole message (vLLM's RuntimeError after its
     # own failed import): the image lacks it; a device in those words is the host's.
     (["RuntimeError: NIXL is not available"], "other", True),
+    # the standard library's Enum rejecting a value vLLM looks up among its choices
+    (["ValueError: 'safetensor' is not a valid LoadFormat"], "bad_config", True),
+    (
+        ["  Value error, 'flashinfers' is not a valid AttentionBackendEnum [type=value_error"],
+        "bad_config",
+        True,
+    ),
+    # a log tailer's pod and container names before vLLM's own lines (stern)
+    (
+        [
+            "decode-0 vllm (EngineCore_DP0 pid=175) ERROR 01-29 12:05:49 [core.py:866] "
+            "RuntimeError: NIXL is not available"
+        ],
+        "other",
+        True,
+    ),
     (["RuntimeError: CUDA is not available"], "cuda_fault", False),
     # A compute-capability threshold written as a comparison, also on an ImportError (vLLM
     # 0.4's punica kernels, whose missing module it is raised from): the GPU, not the image.

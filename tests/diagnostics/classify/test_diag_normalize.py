@@ -41,6 +41,11 @@ MSG = "ValueError: No available memory for the cache blocks."
         # a launcher's tag of its program, after its time, before a log line or an exception
         f"2024-08-28 11:02:27 [llm] {MSG}",
         f"[qwen-7b] ERROR 09-30 22:11:48 api_server.py:1] {MSG}",
+        # a log tailer's pod and container names (stern), before a process's prefix or
+        # vLLM's header
+        f"decode-7f6c9d-0 vllm (EngineCore_DP0 pid=175) ERROR 01-29 12:05:49 [core.py:866] {MSG}",
+        f"decode-7f6c9d-0 vllm (EngineCore_DP0 pid=175) {MSG}",
+        f"vllm-0 ERROR 01-29 12:05:49 [core.py:866] {MSG}",
     ],
 )
 def test_prefixes_are_stripped(raw):
@@ -64,6 +69,9 @@ def test_clean_raw_keeps_prefixes_but_not_colours():
         "[shutdown] API server: shutdown triggered",  # vLLM's own in-band tag (a phase)
         "[c10d] The client socket has failed to connect to [localhost]:29500",
         "[Gloo] Rank 0 is connected to 1 peer ranks.",
+        # words before a process named with its pid are the message's, not a tailer's
+        "Killing process tree (EngineCore_DP0 pid=175)",
+        "Worker proc VllmWorker-1 died unexpectedly, shutting down executor.",
     ],
 )
 def test_an_in_band_tag_is_kept(line):

@@ -1,0 +1,53 @@
+"""What a verdict judged by provenance (:mod:`diagnostics.classify.verdict`) tells the
+user to do: the fix of its category, and what a restart does when the category is a
+permanent one but this start was not judged so (where a paste stops is not known to be
+where the error was raised). Pure data and one function."""
+
+from __future__ import annotations
+
+from diagnostics.model import Category
+
+# What a restart does, by (the category is a permanent one, this start was judged so).
+_RESTART = {
+    (True, True): " A restart on the same settings fails the same way.",
+    # Where the paste stops is not known to be where it was raised: it may be a frame on
+    # the way to a host fault.
+    (True, False): " Where the log stops is not known to be where the error was raised, so "
+    "a restart may help; if it fails the same way, do this.",
+}
+
+_FIX = {
+    Category.BAD_CONFIG: "Change the option the message names (an env var, VLLM_EXTRA_ARGS or "
+    "VLLM_CONFIG_FILE).",
+    Category.MODEL_REQUIREMENT: "The model or an option needs what this vLLM or GPU does not "
+    "offer: change the option the message names, the model, or the image/GPU type.",
+    Category.KV_CACHE: "Lower MAX_MODEL_LEN or MAX_NUM_SEQS, or raise GPU_MEMORY_UTILIZATION.",
+    Category.OOM: "Use a GPU with more memory, a smaller or quantized model, or lower "
+    "MAX_MODEL_LEN / GPU_MEMORY_UTILIZATION.",
+    Category.MODEL_NOT_FOUND: "Check MODEL_NAME (and the revision or local path).",
+    Category.GATED_MODEL: "Set HF_TOKEN to a token with access to the model.",
+    Category.REMOTE_CODE: "Set TRUST_REMOTE_CODE=true if you trust the model's code.",
+    Category.NETWORK: "A restart may help once the hub is reachable.",
+    Category.CUDA_FAULT: "A restart on another host may help.",
+}
+_OTHER_FIX = "A restart may help; the attached output names what failed."
+# Raised in a model repository's own code (REPOSITORY_CODE): it ran, so it was trusted.
+REPOSITORY_FIX = (
+    "The model repository's own code (run with TRUST_REMOTE_CODE) fails with this image's "
+    "transformers or vLLM: pin a revision of the model whose code works with them "
+    "(MODEL_REVISION, or CODE_REVISION for the code alone), use an image with the "
+    "transformers version the repository names, or a model vLLM supports natively. A "
+    "restart on the same settings fails the same way."
+)
+_OTHER_PERMANENT_FIX = (  # raised by vLLM's own code while the engine is built
+    "vLLM rejects this start the same way each time: change the setting the message "
+    "names, or use an image with another vLLM version. A restart on the same settings "
+    "fails the same way."
+)
+
+
+def fix_for(category: Category, permanent: bool) -> str:
+    """The fix of a verdict of ``category`` judged ``permanent`` (or not)."""
+    if category is Category.OTHER and permanent:
+        return _OTHER_PERMANENT_FIX
+    return _FIX.get(category, _OTHER_FIX) + _RESTART.get((category.permanent, permanent), "")
