@@ -155,6 +155,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # a client waiting for vLLM's API quotes the refused connection in its own line: a
+    # consequence of the start, not the hub's network
+    (
+        [
+            "[bench] server not ready (ConnectError: [Errno 111] Connection refused), retrying",
+            "ValueError: 'safetensor' is not a valid LoadFormat",
+        ],
+        "bad_config",
+        True,
+    ),
     # a log tailer's pod and container names before vLLM's own lines (stern)
     (
         [
