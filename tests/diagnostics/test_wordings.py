@@ -165,6 +165,34 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # vLLM 0.6-0.7's failed config lookup for a hub id: after a revision the start asked
+    # for, that revision is missing; without one, the hub refused (a rejected token)
+    (
+        [
+            "INFO 09-20 12:44:03 api_server.py:496] args: Namespace(model='Qwen/Q-7B', "
+            "revision='v1.0', tokenizer_revision=None)",
+            "ValueError: No supported config format found in Qwen/Q-7B",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "INFO 09-20 12:44:03 api_server.py:496] args: Namespace(model='Qwen/Q-7B', "
+            "revision=None, tokenizer_revision='v1.0')",
+            "ValueError: No supported config format found in Qwen/Q-7B",
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        [
+            "$ vllm serve Qwen/Q-7B --revision main",
+            "ValueError: No supported config format found in Qwen/Q-7B",
+        ],
+        "gated_model",
+        True,
+    ),
     # a log tailer's pod and container names before vLLM's own lines (stern)
     (
         [
