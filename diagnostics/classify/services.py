@@ -43,12 +43,14 @@ _RUNNERS = frozenset({"system"})
 _NOT_SERVICES = frozenset(
     {"stdout", "stderr", "out", "err", "output", "log", "info", "warn", "warning", "error"}
 )
+# The time `docker compose logs --timestamps` puts after the gutter.
+_TIME = r"(?:\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)?"
 # A traceback frame in vLLM's own code, after the gutter or tag (a paste that begins at
 # vLLM's traceback, its header never shown).
-_VLLM_FRAME = re.compile(r'\s*File "[^"]*[/\\]vllm[/\\][^"]*\.py", line \d+')
-# vLLM's logger header, after the gutter or tag and a process prefix.
+_VLLM_FRAME = re.compile(_TIME + r'\s*File "[^"]*[/\\]vllm[/\\][^"]*\.py", line \d+')
+# vLLM's logger header, after the gutter or tag (and the time) and a process prefix.
 _VLLM_HEADER = re.compile(
-    r"(?:\x1b\[[\d;]*m)*\s*(?:\([\w:.\- =,]*pid=\d+[^)]*\)\s*)?"
+    _TIME + r"(?:\x1b\[[\d;]*m)*\s*(?:\([\w:.\- =,]*pid=\d+[^)]*\)\s*)?"
     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
     r"\[?[\w.\-]+\.py:\d+\]"
 )

@@ -122,6 +122,18 @@ def test_services_are_told_apart_under_what_a_paste_puts_before_every_line(paste
     assert diagnosis.rule == "gpu-free-memory-below-utilization"
 
 
+def test_services_are_told_apart_with_the_time_compose_puts_after_the_gutter():
+    """`docker compose logs --timestamps`: each line's time after its service's gutter."""
+    time = "2025-06-18T09:12:01.387841082Z "
+    lines = [
+        line.replace(" | ", " | " + time, 1) if " | " in line else line
+        for line in [*CHAT_FAILS, *EMBED_UP]
+    ]
+    diagnosis = both_paths(lines)
+    assert diagnosis.state is State.FAILED_TRANSIENT, diagnosis
+    assert diagnosis.rule == "gpu-free-memory-below-utilization"
+
+
 def tagged(tag: str, lines: list[str]) -> list[str]:
     """Compose lines re-tagged the way a launcher prints them: ``[tag] line``."""
     return [f"[{tag}] {line.split('| ', 1)[1]}" if "| " in line else line for line in lines]
