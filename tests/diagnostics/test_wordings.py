@@ -193,6 +193,33 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "gated_model",
         True,
     ),
+    # the image: `python -m`'s words for a module it cannot import; vLLM's warning that
+    # its compiled extension found no CUDA runtime library (its ops fail later as a
+    # NameError)
+    (
+        [
+            "/usr/bin/python3: Error while finding module specification for "
+            "'vllm.entrypoints.openai.api_server' (ModuleNotFoundError: No module named 'vllm')",
+            "vllm-0   0/1     CrashLoopBackOff   6 (41s ago)   7m12s",
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "WARNING 06-14 03:22:10 _custom_ops.py:14] Failed to import from vllm._C with "
+            "ImportError('libcudart.so.11.0: cannot open shared object file: No such file or "
+            "directory')",
+            "[rank0]: NameError: name 'vllm_ops' is not defined",
+        ],
+        "other",
+        True,
+    ),
+    # the host: no home directory for the container's user; a process killed by SIGBUS
+    # (shared memory too small) with nothing else printed
+    (["RuntimeError: Could not determine home directory."], "other", False),
+    (["c41e9b07d2aa Exited (135) 14 seconds ago"], "other", False),
+    (["run.sh: line 3:  1234 Bus error               (core dumped) vllm serve m"], "other", False),
     # a log tailer's pod and container names before vLLM's own lines (stern)
     (
         [
@@ -1339,3 +1366,13 @@ def test_transient_categories_are_never_permanent_in_the_pack():
     for rule in PACK.rules:
         if str(rule.category) in ("cuda_fault", "network"):
             assert not rule.permanent, rule.id
+
+
+def test_a_platform_without_vllms_compiled_ops_warns_and_goes_on_loading():
+    """TPU, CPU and Neuron builds have no vllm._C: the warning alone is no failure."""
+    lines = [
+        "WARNING 03-01 10:00:00 _custom_ops.py:20] Failed to import from vllm._C with "
+        "ModuleNotFoundError(\"No module named 'vllm._C'\")",
+        "INFO 03-01 10:00:05 model_runner.py:1000] Loading model weights took 14.9 GB",
+    ]
+    assert not classify_stream(io.BytesIO("\n".join(lines).encode()), PACK).failed
