@@ -220,6 +220,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     (["RuntimeError: Could not determine home directory."], "other", False),
     (["c41e9b07d2aa Exited (135) 14 seconds ago"], "other", False),
     (["run.sh: line 3:  1234 Bus error               (core dumped) vllm serve m"], "other", False),
+    # a temporary status without the hub's URL is anyone's (a web UI's proxy in front of
+    # a vLLM that did not start): the cause the log names wins; alone, the network
+    (
+        [
+            "Credentials validation failed with status code 502",
+            "ValueError: Model architectures ['Gemma2ForCausalLM'] are not supported for now.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (["urllib.error.HTTPError: HTTP Error 503: Service Unavailable"], "network", False),
     # a log tailer's pod and container names before vLLM's own lines (stern)
     (
         [

@@ -92,6 +92,9 @@ WITHOUT_A_REAL_LOG = {
     # SIGBUS (128 + 7) as runners report an exit, and the shell's "Bus error": written
     # from the signal's number and the runners' words (held-out set EV, /dev/shm)
     "process-sigbus": "test_wordings.WORDINGS",
+    # a temporary status without the hub's URL (held-out set EQ: a web UI's proxy):
+    # the real logs' statuses name the hub, which hub-unreachable reads
+    "http-status-temporary": "test_wordings.WORDINGS",
 }
 
 
