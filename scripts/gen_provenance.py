@@ -16,9 +16,8 @@ file and exception type. From it this script derives, as data the classifier rea
 
 Messages the catalogue leaves to the generic rules (``generic:``) and ``assert`` sites
 (``asserted``: an invariant of the code around it, found by its message alone) count for
-nothing; a
-row whose category the catalogue took from its module's default (``assigned_by: module``
-in ``assign.yaml``) counts like one assigned from its message.
+nothing; a row whose category the catalogue took from its module's default
+(``assigned_by: module`` in ``assign.yaml``) counts like one assigned from its message.
 
     python scripts/gen_provenance.py            # write
     python scripts/gen_provenance.py --check    # exit 1 if out of date

@@ -12,16 +12,15 @@ quantization, loader --, attention backends, worker, executor, platforms, distri
 LoRA, entrypoints, multimodal, torch.compile and CUDA graph, speculative decoding and
 sleep-mode allocator code; the hub, config and download code of transformers and
 huggingface_hub; torch's CUDA initialisation; ray's out-of-memory and actor errors), and
-turns each message into a template: implicit
-concatenation, f-strings, ``+``, ``%`` (also a log call's lazy ``%s`` arguments) and
-``.format`` fields become ``{}``, across lines; a message kept in a module's constant
-(``STR_NOT_IMPL_ENC_DEC_LORA``, or a table of them) and raised by its name elsewhere is
-read where it is raised. Messages built in native code are read
-from the shared library's strings (torch's CUDA allocator: ``torch/lib/libc10_cuda.so``);
-those printed by binaries the wheels do not ship as libraries (ray's raylet) are listed
-by hand under ``manual:`` in ``assign.yaml``; the runtimes' error strings (CUDA's and
-HIP's error descriptions, NCCL's result strings, cuBLAS/cuDNN status names) are data
-under ``runtime:`` there.
+turns each message into a template: implicit concatenation, f-strings, ``+``, ``%``
+(also a log call's lazy ``%s`` arguments) and ``.format`` fields become ``{}``, across
+lines; a message kept in a module's constant (``STR_NOT_IMPL_ENC_DEC_LORA``, or a table
+of them) and raised by its name elsewhere is read where it is raised. Messages built in
+native code are read from the shared library's strings (torch's CUDA allocator:
+``torch/lib/libc10_cuda.so``); those printed by binaries the wheels do not ship as
+libraries (ray's raylet) are listed by hand under ``manual:`` in ``assign.yaml``; the
+runtimes' error strings (CUDA's and HIP's error descriptions, NCCL's result strings,
+cuBLAS/cuDNN status names) are data under ``runtime:`` there.
 
 Then it assigns categories from ``fixtures/catalogue/assign.yaml``: the first ``assign``
 row whose regex matches the template (or ``generic: <reason>`` for messages
@@ -208,6 +207,15 @@ def _constant_ref(node: ast.AST) -> str | None:
     return None
 
 
+def _message_of(node: ast.AST) -> str | None:
+    """The template of a message expression, or a reference to the constant it names."""
+    text = template_of(node)
+    if text:
+        return text
+    ref = _constant_ref(node)
+    return CONSTANT_REF + ref if ref is not None else None
+
+
 def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
     """(exception type or "logger.error", template, function) of every raise, fatal log
     call (error, critical, exception; a warning right before a raise or exit) and
@@ -228,20 +236,14 @@ def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
     def record(node: ast.AST, scope: str) -> None:
         if isinstance(node, ast.Assert) and node.msg is not None:
             # ``assert condition, message``: raises AssertionError with the message
-            text = template_of(node.msg)
-            if text:
+            if text := _message_of(node.msg):
                 found.append((ASSERT, text, scope))
-            elif ref := _constant_ref(node.msg):
-                found.append((ASSERT, CONSTANT_REF + ref, scope))
         elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             name = _call_name(node.exc.func)
-            if name.endswith(("Error", "Exception", "Exit")):
-                arg = node.exc.args[0]
-                text = template_of(arg)
-                if text:
-                    found.append((name, text, scope))
-                elif ref := _constant_ref(arg):
-                    found.append((name, CONSTANT_REF + ref, scope))
+            if name.endswith(("Error", "Exception", "Exit")) and (
+                text := _message_of(node.exc.args[0])
+            ):
+                found.append((name, text, scope))
         elif call := _log_call(node, _LOG_CALLS):
             text = _logged_template(call)
             if text:
@@ -263,12 +265,12 @@ def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
                 found.append((CONSTANT_DEF, text, constant))
             elif isinstance(node.value, ast.Dict):  # a table of messages, by key
                 for key, value in zip(node.value.keys, node.value.values, strict=True):
-                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                        item = template_of(value) or (
-                            CONSTANT_REF + ref if (ref := _constant_ref(value)) else None
-                        )
-                        if item:
-                            found.append((CONSTANT_DEF, item, f"{constant}[{key.value}]"))
+                    if (
+                        isinstance(key, ast.Constant)
+                        and isinstance(key.value, str)
+                        and (item := _message_of(value))
+                    ):
+                        found.append((CONSTANT_DEF, item, f"{constant}[{key.value}]"))
         elif (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -320,7 +322,15 @@ def _tree_messages(path: Path, cache: dict[str, list[tuple[str, str, str]]]):
 
 def _extraction_code() -> str:
     """A hash of the code that reads messages from a file (the cache's validity)."""
-    functions = (template_of, _call_name, _log_call, _ends_start, _fatal_warnings, _constant_ref)
+    functions = (
+        template_of,
+        _call_name,
+        _log_call,
+        _ends_start,
+        _fatal_warnings,
+        _constant_ref,
+        _message_of,
+    )
     parts = [inspect.getsource(f) for f in (*functions, _logged_template, messages, normalise)]
     return hashlib.sha1("".join(parts).encode()).hexdigest()
 

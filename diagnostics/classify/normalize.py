@@ -41,6 +41,9 @@ _LOST_ESC = re.compile(r"(?<![\w\]])\[[0-9;]{1,12}m")
 _PID_PREFIX = r"\((?:[\w:.\-()]+,?(?:[ ][\w=.:\-]+,?)*[ ])?pid=\d+(?:,[ ][a-z_]+=[\w.:\-]+)*\)"
 _RANK_PREFIX = r"\[(?:rank|default)\d+\]:"
 
+# An ISO time as docker and kubectl put it before each line (--timestamps).
+ISO_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+
 # Each prefix is stripped from the start of the line, repeatedly, in any order.
 _PREFIXES = re.compile(
     r"""^(?:
@@ -48,7 +51,9 @@ _PREFIXES = re.compile(
     | \s*\|\s+(?=\[\d{4}-\d\d-\d\dT)                                # Buildkite gutter
     | \[\d{4}-\d\d-\d\dT[\d:.]+Z?\]\s*                              # Buildkite [2024-...Z]
     # ISO timestamps (docker --timestamps, kubectl --timestamps):
-    | \d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s*\|)?\s+
+    | """
+    + ISO_TIME
+    + r"""(?:\s*\|)?\s+
     | (?:stdout|stderr)\ [FP]\ ?                                    # a CRI log (after its time)
     | \[\d{4}[-/]\d\d[-/]\d\d[T\ ][\d:.,]+Z?\]\s*                     # [2024-05-01 12:00:00]
     | \d{4}/\d\d/\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?\s+                 # 2024/05/01 12:00:00

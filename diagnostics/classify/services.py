@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from diagnostics.classify.normalize import ISO_TIME
+
 # A compose line: the service's name (its instance number apart; a letter first, so a
 # paste's line numbers, "12 | ...", are not names), padding, the gutter; after any colour
 # codes compose puts around the name, the time honcho and foreman (or a launcher, before
@@ -44,7 +46,7 @@ _NOT_SERVICES = frozenset(
     {"stdout", "stderr", "out", "err", "output", "log", "info", "warn", "warning", "error"}
 )
 # The time `docker compose logs --timestamps` puts after the gutter.
-_TIME = r"(?:\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)?"
+_TIME = rf"(?:\s*{ISO_TIME})?"
 # A traceback frame in vLLM's own code, after the gutter or tag (a paste that begins at
 # vLLM's traceback, its header never shown).
 _VLLM_FRAME = re.compile(_TIME + r'\s*File "[^"]*[/\\]vllm[/\\][^"]*\.py", line \d+')
