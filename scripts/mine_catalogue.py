@@ -97,7 +97,11 @@ _VERSION = re.compile(r"^(?P<project>[a-z_]+)-(?P<version>\d[\w.]*)(?<!\.part)$"
 
 
 def version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.]", version))
+    """A release's order: its numbers, a post release's after the release it follows
+    (0.6.1 < 0.6.1.post1 < 0.6.1.post2 < 0.6.2; the index holds no pre-releases here)."""
+    return tuple(
+        int(p) if p.isdigit() else int(p.removeprefix("post") or 0) for p in version.split(".")
+    )
 
 
 def template_of(node: ast.AST) -> str | None:

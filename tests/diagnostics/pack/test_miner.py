@@ -102,3 +102,16 @@ def test_a_catalogued_assertion_names_its_category_without_its_frames():
     diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
     assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
     assert diagnosis.rule == "catalogued-bad-config"
+
+
+def test_post_releases_are_ordered_after_their_release():
+    """The first and last version a message was seen in do not depend on set order."""
+    versions = ["0.6.2", "0.6.1.post2", "0.6.1", "0.6.1.post1", "0.9.0.1", "0.9.0"]
+    assert sorted(versions, key=MINER.version_key) == [
+        "0.6.1",
+        "0.6.1.post1",
+        "0.6.1.post2",
+        "0.6.2",
+        "0.9.0",
+        "0.9.0.1",
+    ]
