@@ -60,7 +60,9 @@ OUT = ROOT / "fixtures" / "catalogue"
 # CUDA graph capture (compilation/), speculative decoding's drafters and sleep mode's
 # allocator (device_allocator/), all set up at start-up (V0 and V1 layouts). Left out:
 # the request handlers of the entrypoints (serving_*, protocol, chat/tool/reasoning
-# parsing: their errors answer one request, after ready).
+# parsing: their errors answer one request, after ready). The utilities: utils.py,
+# which 0.11 split into the utils/ package (argument parsing, memory, platform, system,
+# import and torch helpers, the FlashInfer and DeepGEMM wrappers).
 # 0.1-0.3 kept the loader and weight download in single modules (model_executor/
 # model_loader.py, weight_utils.py) and served entrypoints/api_server.py.
 SCOPE = {
@@ -70,7 +72,7 @@ SCOPE = {
     r"harmony|responses|score_utils|renderer|context))|"
     r"v1/(?:engine/|worker/|executor/|core/kv_cache_utils|attention/|spec_decode/)|"
     r"transformers_utils/(?:config|utils|tokenizer)|"
-    r"utils/__init__|utils\.py|envs\.py)",
+    r"utils/|utils\.py|envs\.py)",
     "transformers": r"^transformers/(?:configuration_utils|modeling_rope_utils|"
     r"tokenization_utils_base|"
     r"dynamic_module_utils|models/auto/(?:configuration_auto|auto_factory|tokenization_auto)|utils/hub|"

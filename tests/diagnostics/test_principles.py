@@ -633,6 +633,37 @@ def test_the_hubs_own_line_under_a_repository_not_found_names_the_cause(hub_line
     assert (str(diagnosis.category), diagnosis.state) == (category, State.FAILED_PERMANENT)
 
 
+# "Invalid username or password." is as ambiguous as the 401 it comes with (a missing
+# repo, or a token the hub rejects): a line that names the token decides, wherever it
+# is printed (huggingface_hub's whoami, the hub's header), and vLLM 0.6-0.7's lookup
+# summary after the 401 ("No supported config format") says no more than the hub did.
+TOKEN_NAMED = [
+    "Invalid user token. The token from HF_TOKEN environment variable is invalid.",
+    "Invalid credentials in Authorization header",
+]
+
+
+@pytest.mark.parametrize("named", TOKEN_NAMED)
+@pytest.mark.parametrize("where", ["after", "before"])
+def test_a_line_naming_the_token_decides_an_ambiguous_401(named, where):
+    hub = [*HUB_401, "Invalid username or password."]
+    lines = [*hub, "", "$ huggingface-cli whoami", named] if where == "after" else [named, *hub]
+    diagnosis = classify_lines(lines)
+    assert (str(diagnosis.category), diagnosis.state) == ("gated_model", State.FAILED_PERMANENT)
+
+
+@pytest.mark.parametrize("hub_line", ["Invalid username or password.", None])
+def test_vllms_lookup_summary_yields_to_the_hubs_answer_before_it(hub_line):
+    lines = [*HUB_401, *([hub_line] if hub_line else []), *TB, LOOKUP]
+    diagnosis = classify_lines(lines)
+    assert (str(diagnosis.category), diagnosis.state) == (
+        "model_not_found",
+        State.FAILED_PERMANENT,
+    )
+    # alone it is still the hub's refusal of a gated repo
+    assert str(classify_lines([*TB, LOOKUP]).category) == "gated_model"
+
+
 # huggingface_hub's warnings that a request failed and is retried: the hub may answer the
 # next try, so a cause the start printed after them wins; alone, the network it was.
 RETRIED = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 from diagnostics import Classifier
@@ -115,3 +116,19 @@ def test_post_releases_are_ordered_after_their_release():
         "0.9.0",
         "0.9.0.1",
     ]
+
+
+def test_the_utils_package_is_in_scope_and_the_argument_parser_is_the_users_command():
+    """vLLM 0.11 split utils.py into the utils/ package: its modules are start-up code
+    (the argument parser moved to utils/argparse_utils.py). What the parser rejects, in
+    either layout, is the command line or the --config file: bad_config."""
+    assert re.search(MINER.SCOPE["vllm"], "vllm/utils/argparse_utils.py")
+    assert _category("Config file must be of a yaml/yml type. %s supplied") == "bad_config"
+    assert _category("Config file must be of a yaml/yml type. {} supplied") == "bad_config"
+    assert _category("Port must be between 1024 and 65535") == "bad_config"
+    # the tensors a model's processor built are not an option
+    assert _category("{} is an empty sequence") == "other"
+    # Python prints an exception raised with two arguments as a tuple: still read
+    line = "ValueError: ('Config file must be of a yaml/yml type.           %s supplied', 'json')"
+    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
