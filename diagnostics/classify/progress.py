@@ -10,7 +10,7 @@ import re
 from typing import NamedTuple
 
 from diagnostics.model import State
-from diagnostics.pack.evidence import project_path
+from diagnostics.pack.evidence import REPOSITORY_CODE, project_path
 from diagnostics.pack.rules import PHASES, Pattern
 
 # A frame line, standard or IPython's; an IPython header with the exception's class.
@@ -43,6 +43,7 @@ class Origin(NamedTuple):
     header_class: str = ""  # the class an IPython header shows
     raised: str = ""  # the class of a ``raise X(`` code line right under the frame
     asserted: str = ""  # the expression of an ``assert`` code line right under it
+    under_repository: bool = False  # a frame of the model repository's code called it
 
 
 class Progress:
@@ -104,7 +105,7 @@ class Progress:
             raised = _RAISE.match(text)
             if raised is not None and self.origin is not None and self.origin.path:
                 cls = raised.group("cls").rsplit(".", 1)[-1]
-                self.origin = Origin(self.origin.path, self.origin.function, "", cls)
+                self.origin = self.origin._replace(header_class="", raised=cls)
             elif self.origin is not None and self.origin.path and (at := _ASSERT.match(text)):
                 self.origin = self.origin._replace(asserted=at.group("expr"))
             return
@@ -122,9 +123,10 @@ class Progress:
             return
         if path is not None:
             header = self.origin.header_class if self.origin is not None else ""
-            self.origin = Origin(path, found.group("func"), header)
+            under = caller is not None and (caller.under_repository or _repository(caller.path))
+            self.origin = Origin(path, found.group("func"), header, under_repository=under)
         elif self.origin is not None and (self.origin.raised or self.origin.asserted):
-            self.origin = Origin(self.origin.path, self.origin.function, self.origin.header_class)
+            self.origin = self.origin._replace(raised="", asserted="")
 
     def enter(self, name: str) -> State | None:
         """A phase marker named ``name``; the new phase when it changed."""
@@ -147,3 +149,7 @@ class Progress:
             return None
         self.phase = state
         return state
+
+
+def _repository(path: str) -> bool:
+    return path.startswith(f"{REPOSITORY_CODE}/")

@@ -212,6 +212,10 @@ def judged_by_origin(
         if repository := origin.path.startswith(f"{REPOSITORY_CODE}/"):
             where = f"the model repository's own code, {where}"
         own = provenance.raised_by_own_code(origin.path)
+    if category in (None, Category.OTHER) and under_repository(origin, cls) and confirmed:
+        # A library rejecting how the repository's code called it: an API that changed
+        category, repository = Category.REMOTE_CODE, True
+        where = f"{where}, called by the model repository's own code"
     if category is None and hit is not None and (log := _log_file().search(hit.raw)):
         category = provenance.of_log_file(log.group("file"))
         where, own = f"vLLM's {log.group('file')}", "vllm" in provenance.deterministic_in
@@ -243,6 +247,17 @@ def judged_by_origin(
         cause += _SAME_WAY.format(where=" there", checks=checks)
     fix = REPOSITORY_FIX if permanent and repository else ""
     return _judged("raised-in", category, permanent, evidence, cause, redactor, fix)
+
+
+# The types an API that changed between versions raises (a name or attribute gone, a
+# signature changed): under the model repository's code, its code fits another version.
+_API_MISMATCH = frozenset({"AttributeError", "TypeError"})
+
+
+def under_repository(origin: Origin | None, cls: str) -> bool:
+    """Whether an exception of type ``cls`` raised at ``origin`` is a library rejecting a
+    call from the model repository's code (transformers_modules) in its traceback."""
+    return origin is not None and origin.under_repository and cls in _API_MISMATCH
 
 
 def _exception_class(hit: Hit | None, captured: Mapping[str, str] | None) -> str:

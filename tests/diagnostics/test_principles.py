@@ -211,6 +211,13 @@ HOST = [
         "cuda_fault",
     ),
     ("nvidia-container-cli: initialization error: nvml error: driver not loaded", "cuda_fault"),
+    # CDI (podman, containerd, docker 25+): the host has no spec for the GPU device asked
+    ("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all", "cuda_fault"),
+    (
+        "Error: failed to create task: failed to inject CDI devices: unresolvable CDI "
+        "devices nvidia.com/gpu=0: unknown",
+        "cuda_fault",
+    ),
     (
         "urllib3.exceptions.NameResolutionError: <urllib3.connection.HTTPSConnection object "
         "at 0x7f>: Failed to resolve 'huggingface.co'",

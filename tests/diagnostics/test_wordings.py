@@ -1263,6 +1263,33 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "remote_code",
         True,
     ),
+    # ... and a library it calls rejecting the call (an API that changed): raised in the
+    # library, under the repository's frame (remote_code); the same error without that
+    # frame is not the repository's.
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/root/.cache/huggingface/modules/transformers_modules/THUDM/chatglm3-6b/a5ba/tokenization_chatglm.py", line 109, in __init__',
+            "    super().__init__(padding_side=padding_side, **kwargs)",
+            '  File "/usr/local/lib/python3.10/dist-packages/transformers/tokenization_utils_base.py", line 861, in __init__',
+            "    setattr(self, key, value)",
+            "AttributeError: can't set attribute 'eos_token'",
+        ],
+        "remote_code",
+        True,
+    ),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/root/.cache/huggingface/modules/transformers_modules/org/m/3a9c/modeling_m.py", line 120, in forward',
+            "    out = self.rotary(q, k, seq_len=seq_len)",
+            '  File "/usr/local/lib/python3.12/dist-packages/torch/nn/modules/module.py", line 1751, in _call_impl',
+            "    return forward_call(*args, **kwargs)",
+            "TypeError: LlamaRotaryEmbedding.forward() got an unexpected keyword argument 'seq_len'",
+        ],
+        "remote_code",
+        True,
+    ),
     (
         [
             "Traceback (most recent call last):",

@@ -249,9 +249,21 @@ def test_an_error_raised_in_the_repositorys_own_code_is_remote_code_and_permanen
     assert "repository's own code" in (diagnosis.cause or "")
     assert "MODEL_REVISION" in (diagnosis.fix or "")
     assert "TRUST_REMOTE_CODE=true" not in (diagnosis.fix or "")
-    # Raised in transformers, called by the repository's code: transformers' place decides.
+    # Raised in transformers, called by the repository's code: an AttributeError or
+    # TypeError there is the library rejecting the call (an API that changed), so the
+    # repository's code fits another version: remote_code, permanent, named where raised.
     called = [*lines[:4], "AttributeError: 'GLMTokenizer' object has no attribute 'sp'"]
-    assert str(classify_lines(called, pack).category) == "other"
+    diagnosis = classify_lines(called, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("remote_code", State.FAILED_PERMANENT)
+    assert "transformers/tokenization_utils.py (__init__), called by the model" in (
+        diagnosis.cause or ""
+    )
+    # another type raised there says something else (a kernel's, a setting's): its place
+    other = [*lines[:4], "RuntimeError: shape '[4, 32]' is invalid for input of size 96"]
+    assert str(classify_lines(other, pack).category) != "remote_code"
+    # the same error with no repository frame above it is transformers' own
+    alone = [lines[0], lines[1], lines[3], called[-1]]
+    assert str(classify_lines(alone, pack).category) == "other"
     # Cut before the message: where the paste stops is not known to be where it was raised.
     assert classify_lines(lines[:-1], pack).category is not Category.REMOTE_CODE
 
@@ -273,9 +285,12 @@ def test_an_attribute_accessor_raising_for_its_caller_is_judged_where_it_was_cal
     diagnosis = both_paths(lines, pack)
     assert (str(diagnosis.category), diagnosis.state) == ("remote_code", State.FAILED_PERMANENT)
     assert "tokenization_chatglm.py (get_vocab)" in (diagnosis.cause or "")
-    # Any other function of that library there: the library's place decides, as before.
+    # Any other function of that library there: raised where the library is, called by
+    # the repository's code (an AttributeError: the call an older or newer API rejects).
     other = [*lines[:3], frame("transformers/tokenization_utils.py", "_add_tokens"), *lines[4:]]
-    assert str(both_paths(other, pack).category) == "other"
+    diagnosis = both_paths(other, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("remote_code", State.FAILED_PERMANENT)
+    assert "tokenization_utils.py (_add_tokens), called by the model" in (diagnosis.cause or "")
     # An accessor with no project frame above it: its own place decides.
     alone = ["Traceback (most recent call last):", accessor, *lines[4:]]
     assert str(both_paths(alone, pack).category) == "other"
