@@ -8,7 +8,9 @@ not vLLM's: a web UI's own
 is what vLLM's failure caused, not why vLLM failed.
 
 A service whose lines carry vLLM's log header (``INFO 10-17 06:13:08 [api_server.py:1]``,
-V0's without the brackets), or a traceback frame in vLLM's own code, is vLLM's; once one
+V0's without the brackets), a traceback frame in vLLM's own code, or the usage or error
+line of vLLM's argument parser (``usage: api_server.py``, ``vllm serve: error:``), is
+vLLM's; once one
 is known, lines under the name of a
 service that never showed it are left out. Before that (and in a log of one service)
 nothing is left out. Lines without a service name (compose's own ``vllm-1 exited with
@@ -50,6 +52,11 @@ _TIME = rf"(?:\s*{ISO_TIME})?"
 # A traceback frame in vLLM's own code, after the gutter or tag (a paste that begins at
 # vLLM's traceback, its header never shown).
 _VLLM_FRAME = re.compile(_TIME + r'\s*File "[^"]*[/\\]vllm[/\\][^"]*\.py", line \d+')
+# vLLM's programs' argparse lines (their usage, their error), after the gutter or tag: a
+# start that ended at its command line printed nothing else.
+_VLLM_ARGPARSE = re.compile(
+    _TIME + r"\s*(?:usage: (?:api_server\.py|vllm)\b|(?:api_server\.py|vllm(?: serve)?): error: )"
+)
 # vLLM's logger header, after the gutter or tag (and the time) and a process prefix.
 _VLLM_HEADER = re.compile(
     _TIME + r"(?:\x1b\[[\d;]*m)*\s*(?:\([\w:.\- =,]*pid=\d+[^)]*\)\s*)?"
@@ -72,7 +79,8 @@ class Services:
         name = self.current = None if found is None else _name(found)
         if found is None or name is None or name in self.vllm or name in _RUNNERS:
             return False
-        if _VLLM_HEADER.match(line, found.end()) or _VLLM_FRAME.match(line, found.end()):
+        at = found.end()
+        if any(known.match(line, at) for known in (_VLLM_HEADER, _VLLM_FRAME, _VLLM_ARGPARSE)):
             self.vllm.add(name)
             return False
         return bool(self.vllm)

@@ -233,3 +233,27 @@ def test_a_service_whose_paste_begins_at_vllms_traceback_is_vllms():
     ]
     diagnosis = both_paths(lines)
     assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
+
+
+@pytest.mark.parametrize(
+    ("usage", "error"),
+    [
+        (
+            "usage: api_server.py [-h] [--host HOST] [--port PORT]",
+            "api_server.py: error: argument --dtype: invalid choice: 'fp16' (choose from "
+            "'auto', 'half', 'float16', 'bfloat16', 'float', 'float32')",
+        ),
+        (
+            "usage: vllm serve [model_tag] [options]",
+            "vllm serve: error: argument --dtype: invalid choice: 'fp16' (choose from "
+            "'auto', 'half', 'float16', 'bfloat16', 'float', 'float32')",
+        ),
+    ],
+)
+def test_a_service_that_ended_at_vllms_command_line_is_vllms(usage, error):
+    """A start that ended at its command line printed only argparse's usage and error:
+    those say whose service it is, so a proxy's ready marker after it is not vLLM's."""
+    vllm = "vllm-1  | "
+    lines = [f"{vllm}{usage}", f"{vllm}{error}", "vllm-1 exited with code 2", *UI_UP]
+    diagnosis = both_paths(lines)
+    assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
