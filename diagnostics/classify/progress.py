@@ -45,6 +45,11 @@ class Origin(NamedTuple):
     asserted: str = ""  # the expression of an ``assert`` code line right under it
     under_repository: bool = False  # a frame of the model repository's code called it
 
+    @property
+    def in_repository(self) -> bool:
+        """Whether this frame is the model repository's own code (transformers_modules)."""
+        return self.path.startswith(f"{REPOSITORY_CODE}/")
+
 
 class Progress:
     """The phase and the traceback state of one log (see :class:`Classifier`)."""
@@ -123,7 +128,7 @@ class Progress:
             return
         if path is not None:
             header = self.origin.header_class if self.origin is not None else ""
-            under = caller is not None and (caller.under_repository or _repository(caller.path))
+            under = caller is not None and (caller.under_repository or caller.in_repository)
             self.origin = Origin(path, found.group("func"), header, under_repository=under)
         elif self.origin is not None and (self.origin.raised or self.origin.asserted):
             self.origin = self.origin._replace(raised="", asserted="")
@@ -149,7 +154,3 @@ class Progress:
             return None
         self.phase = state
         return state
-
-
-def _repository(path: str) -> bool:
-    return path.startswith(f"{REPOSITORY_CODE}/")

@@ -32,7 +32,7 @@ from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
 from diagnostics.model import Category, Diagnosis, Evidence, State
 from diagnostics.pack.catalogue import load_catalogue
-from diagnostics.pack.evidence import REPOSITORY_CODE, Provenance
+from diagnostics.pack.evidence import Provenance
 from diagnostics.pack.rules import Rule, template_fields
 from diagnostics.pack.templates import resolve_optional
 from diagnostics.redaction.redact import Redactor, redact
@@ -209,7 +209,7 @@ def judged_by_origin(
         # Without the exception line only a function whose raise sites agree says enough.
         category = provenance.of_frame(origin.path, origin.function, exact=not confirmed)
         where = f"{origin.path} ({origin.function})"
-        if repository := origin.path.startswith(f"{REPOSITORY_CODE}/"):
+        if repository := origin.in_repository:
             where = f"the model repository's own code, {where}"
         own = provenance.raised_by_own_code(origin.path)
     if category in (None, Category.OTHER) and under_repository(origin, cls) and confirmed:
