@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import os
 import resource
@@ -18,6 +19,7 @@ import socket
 import string
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,11 +67,37 @@ QUIET_ENV = {
 }
 
 
+# Ports handed to workers and stand-ins that bind them later. A port asked of the kernel
+# (bind to port 0) and released comes from its ephemeral range, where the next outgoing
+# connection of any process, or another test process's draw, may take it before the
+# worker binds it: a worker that then fails to start (a CI flake of test_inputs.py's
+# load-balancing worker). So each pytest-xdist process draws in turn from its own block
+# below that range, and a port is handed out once per process.
+PORT_BASE = 20_000
+PORT_BLOCK = 1_500  # per pytest-xdist process: 8 processes stay below 32,768
+_port_lock = threading.Lock()
+_next_port = itertools.count()
+
+
+def _port_block() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return PORT_BASE + (int(worker) % 8 if worker.isdigit() else 0) * PORT_BLOCK
+
+
 def free_port() -> int:
-    """A port nothing listens on at 127.0.0.1 (bound, read, released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on at 127.0.0.1, handed out once in this test process and
+    outside the kernel's ephemeral range (see ``PORT_BASE``)."""
+    block = _port_block()
+    for _ in range(PORT_BLOCK):
+        with _port_lock:
+            port = block + next(_next_port) % PORT_BLOCK
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # something else listens there (or a connection lingers)
+                continue
+        return port
+    raise RuntimeError(f"no free port in {block}..{block + PORT_BLOCK - 1}")
 
 
 def build_tiny_model(outdir: Path, variant: str = "ok") -> Path:

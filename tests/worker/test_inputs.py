@@ -732,7 +732,10 @@ def _run_attacks(rows: list[Row], tmp: Path) -> dict[str, Outcome]:
         for row in rows:
             outcome = outcomes[row.id] = Outcome(ping=ping)
             if ping != 200:
-                outcome.problem = f"the worker never got ready (/ping {ping})"
+                tail = _log(tmp / "http")[-3000:]
+                outcome.problem = (
+                    f"the worker never got ready (/ping {ping}); its log ends:\n{tail}"
+                )
                 continue
             pings: list[float] = []
             stop = threading.Event()
