@@ -18,6 +18,7 @@ _FRAME = re.compile(
     r'^\s*File (?:"(?P<path>[^"]+)", line \d+|(?P<ipath>[~/.\w][^\s:]*\.py):\d+), '
     r"in (?P<func>[\w.<>]+)"
 )
+_SITE_PACKAGES = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 _RAISE = re.compile(r"^\s+raise (?P<cls>[A-Za-z_][\w.]*)")
 _ASSERT = re.compile(r"^\s+assert (?P<expr>\S.*?)\s*$")
 # A generic attribute accessor raises for whatever its caller asked of an object: the
@@ -44,6 +45,9 @@ class Origin(NamedTuple):
     raised: str = ""  # the class of a ``raise X(`` code line right under the frame
     asserted: str = ""  # the expression of an ``assert`` code line right under it
     under_repository: bool = False  # a frame of the model repository's code called it
+    # a third-party package's frame (site-packages, outside the four projects) under it:
+    # the exception was raised in that package, not in this frame's code
+    in_library: bool = False
 
     @property
     def in_repository(self) -> bool:
@@ -130,8 +134,9 @@ class Progress:
             header = self.origin.header_class if self.origin is not None else ""
             under = caller is not None and (caller.under_repository or caller.in_repository)
             self.origin = Origin(path, found.group("func"), header, under_repository=under)
-        elif self.origin is not None and (self.origin.raised or self.origin.asserted):
-            self.origin = self.origin._replace(raised="", asserted="")
+        elif self.origin is not None and self.origin.path:
+            library = _SITE_PACKAGES.search(shown) is not None or self.origin.in_library
+            self.origin = self.origin._replace(raised="", asserted="", in_library=library)
 
     def enter(self, name: str) -> State | None:
         """A phase marker named ``name``; the new phase when it changed."""

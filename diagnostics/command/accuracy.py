@@ -21,7 +21,10 @@ from diagnostics.scanning.scan import classify_stream
 
 # Labels of a start that did not fail: up ("ok"), or still under way when the log ends
 # (a held-out writer's "still loading", labelled by the state it names).
-UNDER_WAY = frozenset({"ok", "starting", "downloading", "loading"})
+UNDER_WAY = frozenset({"ok", "starting", "downloading", "loading", "under-way"})
+# A label for a start under way whose phase the writer did not name (``"state":
+# "starting"`` beside ``"category": "ok"``): any phase before ready is right.
+PHASES_BEFORE_READY = frozenset({"starting", "downloading", "loading"})
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class Scored:
 
     @property
     def right(self) -> bool:
+        if self.label == "under-way":
+            return self.predicted in PHASES_BEFORE_READY
         if self.predicted != self.label:
             return False
         return self.permanent is None or self.diagnosis.permanent is self.permanent
@@ -60,8 +65,11 @@ def score(root: Path, pack: RulePack) -> list[Scored]:
     for entry in load_manifest(root):
         with (root / entry["file"]).open("rb") as stream:
             diagnosis = classify_stream(stream, pack)
-        permanent = entry.get("permanent") if entry["category"] not in UNDER_WAY else None
-        results.append(Scored(entry["file"], entry["category"], diagnosis, permanent))
+        label = entry["category"]
+        if label == "ok" and entry.get("state") == "starting":
+            label = "under-way"
+        permanent = entry.get("permanent") if label not in UNDER_WAY else None
+        results.append(Scored(entry["file"], label, diagnosis, permanent))
     return results
 
 

@@ -13,6 +13,8 @@ however it is printed:
   width) after at least :data:`MIN_CUT` characters of the template's fixed text, read
   from the template's start; where the text stops must be where the template's text or
   a field would go on.
+* reworded: the text leaves the template after a long opening (:data:`MIN_REWORDED`),
+  another wording of the same message (:mod:`diagnostics.pack.reading`).
 
 The index: each template's rarest pair of whole words within its first :data:`MIN_CUT`
 fixed characters (lower case; the generator chooses it, :func:`anchor`) -> the
@@ -32,35 +34,16 @@ import marshal
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache, lru_cache
-from typing import NamedTuple
 
 from diagnostics.model import Category
+from diagnostics.pack.reading import MIN_CUT, MIN_REWORDED, Entry, Found, read_at
+
+__all__ = ["MIN_CUT", "MIN_REWORDED", "Catalogue", "Entry", "Found", "load_catalogue"]
 
 FORMAT = 1
-MIN_CUT = 40  # fixed characters a cut message must show, from its start
 _SPACES = re.compile(r"[ \t]{2,}")
 _MAX_CANDIDATES = 64  # templates checked for one text (a pair shared by more says little)
 _MAX_TEXT = 4096
-
-
-class Entry(NamedTuple):
-    """One catalogued message."""
-
-    template: str
-    category: Category
-    permanent: bool
-    exception: str  # the type raised, or ``logger.error`` and the like
-    file: str  # where it is raised, from the project's root (``vllm/config.py``)
-    function: str
-    pieces: tuple[str, ...]  # the fixed text between the fields
-
-
-class Found(NamedTuple):
-    """A catalogued message read in a text."""
-
-    entry: Entry
-    whole: bool  # every piece was read (else the text stops inside it)
-    matched: int  # fixed characters read
 
 
 @cache
@@ -101,7 +84,7 @@ class Catalogue:
                     return _best(found)
                 row = self.rows[number]
                 piece, offset = row[6], row[7]
-                reading = _read(_entry(row), piece, at - offset, text)
+                reading = read_at(_entry(row), piece, at - offset, text)
                 if reading is not None:
                     found.append(reading)
         return _best(found)
@@ -155,56 +138,6 @@ def anchor(
     if not places:
         return None
     return min(places, key=lambda p: (frequency or {}).get(p[2], 0))
-
-
-def _read(entry: Entry, anchor_piece: int, start: int, text: str) -> Found | None:
-    """Read ``entry`` in ``text`` with its piece ``anchor_piece`` starting at ``start``."""
-    pieces = entry.pieces
-    if start < 0:
-        return None
-    # The pieces before the anchor (fields between): found backwards, whole.
-    before = start
-    for piece in reversed(pieces[:anchor_piece]):
-        if not piece:
-            continue
-        at = text.rfind(piece, 0, before)
-        if at < 0:
-            return None
-        before = at
-    matched = sum(len(p) for p in pieces[:anchor_piece])
-    pos = start
-    for index in range(anchor_piece, len(pieces)):
-        piece = pieces[index]
-        if index == anchor_piece:
-            at = pos if text.startswith(piece, pos) else -1
-        else:
-            at = text.find(piece, pos) if piece else pos
-        if at < 0:
-            return _cut(entry, text, pos, piece, matched, first=index == anchor_piece)
-        matched += len(piece)
-        pos = at + len(piece)
-    return Found(entry, True, matched)
-
-
-def _cut(entry: Entry, text: str, pos: int, piece: str, matched: int, first: bool) -> Found | None:
-    """The text stops inside ``piece`` (or in the field before it)."""
-    rest = text[pos:].rstrip()
-    stop = piece.rstrip()
-    if first:  # the anchor's own piece: the text must be its beginning
-        shown = len(rest) if stop.startswith(rest) else 0
-        field = ""
-    else:
-        shown = next(
-            (j for j in range(min(len(stop), len(rest)), 0, -1) if rest.endswith(stop[:j])), 0
-        )
-        field = rest[: len(rest) - shown]
-    if shown == 0 and (not field or len(field) > 32 or len(field.split()) > 3 or stop[:2] in field):
-        # Nothing continues it, or more than a value: a field does not run on that long,
-        # and one holding the text that follows it is another message.
-        return None
-    if "\n" in field or matched + shown < MIN_CUT:
-        return None
-    return Found(entry, False, matched + shown)
 
 
 # A row: template, category, permanent, exception, file, function, then the anchor the

@@ -1315,6 +1315,52 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # DeepGEMM's search for nvcc, words between the verb and the compiler; its quote in
+    # the traceback's source line is not the evidence.
+    (
+        [
+            '  File "/usr/local/lib/python3.12/dist-packages/deep_gemm/jit/compiler.py", line 58, in get_nvcc_compiler',
+            "    raise RuntimeError('Cannot find any available NVCC compiler')",
+            "RuntimeError: Cannot find any available NVCC compiler",
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            'RuntimeError: Assertion error (csrc/jit/compiler.hpp:48): std::filesystem::exists(nvcc_path) and "Cannot find NVCC compiler: /usr/local/cuda/bin/nvcc"'
+        ],
+        "other",
+        True,
+    ),
+    # Triton finding the driver's library only under versioned names: the image lacks
+    # the name it looks for (a symlink), every restart the same.
+    (
+        [
+            "AssertionError: libcuda.so cannot found!",
+            "Possible files are located at ['/usr/lib/wsl/lib/libcuda.so.1'].Please create a symlink of libcuda.so to any of the files.",
+        ],
+        "other",
+        True,
+    ),
+    # argparse naming an option by its short form first, and any other error of vLLM's
+    # own parser before it exits: what it was given is rejected.
+    (
+        [
+            "usage: vllm serve <model_tag> [options]",
+            "vllm serve: error: argument -O/--compilation-config: invalid from_cli value: '{level:3}'",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "usage: api_server.py [-h] [--host HOST] [--port PORT]",
+            "api_server.py: error: Invalid value for --tensor-parallel-size",
+        ],
+        "bad_config",
+        True,
+    ),
     # Ray's client finding no cluster to join (RAY_ADDRESS, several nodes): its
     # ConnectionError is not the hub's network; another minute may bring the head up.
     (

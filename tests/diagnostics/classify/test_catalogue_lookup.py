@@ -24,6 +24,7 @@ from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
 from diagnostics.model import Category
 from diagnostics.pack.catalogue import (
     MIN_CUT,
+    MIN_REWORDED,
     Entry,
     Found,
     load_catalogue,
@@ -277,3 +278,36 @@ def test_the_shipped_catalogue_is_current_and_large():
     )
     assert len(ROWS) > 3000
     assert isinstance(CATALOGUE.entry(0), Entry)
+
+
+def test_a_message_reworded_after_a_long_opening_is_read_as_its_template():
+    """Another wording of the same message (a release or fork that changed its end, a word
+    lost in a paste): read after MIN_REWORDED fixed characters and MIN_REWORDED_WORDS
+    words of its opening, below every whole or cut reading, never when categories
+    disagree."""
+    template = (
+        "Please use Flashinfer backend for models with logits_soft_cap (i.e., Gemma-2). "
+        "Otherwise, the output might be wrong."
+    )
+    row = row_of(template, "model_requirement", True, "ValueError", "vllm/x.py", "build")
+    catalogue = parse_catalogue(json.dumps({"format": 1, "entries": [row]}).encode())
+    reworded = (
+        "ValueError: Please use Flashinfer backend for models with logits_cap (i.e., Gemma-2)."
+    )
+    found = catalogue.lookup(reworded)
+    assert found is not None and not found.whole
+    assert found.entry.category is Category.MODEL_REQUIREMENT
+    assert found.matched >= MIN_REWORDED
+    # An opening shorter than that is no reading: it may begin many messages.
+    assert catalogue.lookup("ValueError: Please use Flashinfer backend for other models.") is None
+    # Another template of another category shares the opening: the reading is ambiguous.
+    twin = row_of(
+        "Please use Flashinfer backend for models with logits_soft_cap when the GPU is old.",
+        "bad_config",
+        True,
+        "ValueError",
+        "vllm/y.py",
+        "check",
+    )
+    both = parse_catalogue(json.dumps({"format": 1, "entries": [row, twin]}).encode())
+    assert both.lookup(reworded) is None

@@ -353,3 +353,28 @@ def test_an_error_quoting_a_value_the_start_was_set_to_is_bad_config(pack):
     assert str(both_paths(lookup, pack).category) == "other"
     other = [ENGINE_CONFIG, *lookup[:-1], "KeyError: 'LAST'"]
     assert str(both_paths(other, pack).category) == "other"
+
+
+@pytest.mark.parametrize(
+    "library",
+    ["triton/common/build.py", "deep_gemm/jit/compiler.py"],
+    ids=["triton", "deep_gemm"],
+)
+def test_raised_in_a_package_vllm_called_is_not_judged_by_vllms_function(pack, library):
+    """The innermost vLLM frame's raise sites say what vLLM rejects there, not what a
+    third-party package it called raises: an exception raised in that package (its frame
+    under vLLM's) is not vLLM's own deterministic check, nor that function's category."""
+    vllm_only = raised_in(
+        "vllm/model_executor/layers/quantization/fp8.py", "apply", "AssertionError: x"
+    )
+    assert str(both_paths(vllm_only, pack).category) == "model_requirement"
+    lines = [
+        "Traceback (most recent call last):",
+        frame("vllm/model_executor/layers/quantization/fp8.py", "apply"),
+        "    fused_kernel[grid](x)",
+        frame(library, "build"),
+        "AssertionError: something this package needs is missing",
+    ]
+    diagnosis = both_paths(lines, pack)
+    assert diagnosis.category is Category.OTHER and diagnosis.permanent is False
+    assert diagnosis.rule == "unhandled-exception"
