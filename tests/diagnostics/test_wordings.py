@@ -1315,6 +1315,79 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # ModelScope's hub (VLLM_USE_MODELSCOPE), in its client's words (modelscope/hub/
+    # errors.py): its 404 and its 403; the 403 without a token says the model "may not
+    # exist", so a 404 with it decides.
+    (
+        [
+            "requests.exceptions.HTTPError: The request model: qwen/Qwen2-7B-Instrcut does not exist!"
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "2024-08-12 16:20:31,402 - modelscope - ERROR - Authentication token does not exist, failed to access model Qwen/X which may not exist or may be private. Please login first.",
+            "requests.exceptions.HTTPError: The request model: Qwen/X does not exist!",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "requests.exceptions.HTTPError: The authentication token is invalid, failed to access model org/private-model."
+        ],
+        "gated_model",
+        True,
+    ),
+    # Object storage in botocore's words: credentials refused, no such bucket, not reached.
+    (
+        [
+            "botocore.exceptions.ClientError: An error occurred (AccessDenied) when calling the ListObjectsV2 operation: Access Denied"
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        ["botocore.exceptions.NoCredentialsError: Unable to locate credentials"],
+        "gated_model",
+        True,
+    ),
+    (
+        [
+            "botocore.errorfactory.NoSuchBucket: An error occurred (NoSuchBucket) when calling the ListObjectsV2 operation: The specified bucket does not exist"
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "urllib3.exceptions.NewConnectionError: <botocore.awsrequest.AWSHTTPConnection object at 0x7f41c8b2e3f0>: Failed to establish a new connection: [Errno 111] Connection refused",
+            'botocore.exceptions.EndpointConnectionError: Could not connect to the endpoint URL: "http://minio:9000/models?list-type=2"',
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "urllib3.exceptions.NewConnectionError: <urllib3.connection.HTTPSConnection object at 0x7f0>: Failed to establish a new connection: [Errno 111] Connection refused"
+        ],
+        "network",
+        False,
+    ),
+    # An address the start was given that is not a URL (HF_ENDPOINT without its scheme).
+    (
+        [
+            "requests.exceptions.MissingSchema: Invalid URL 'hf-mirror.com/Qwen/Q/resolve/main/config.json': No scheme supplied. Perhaps you meant https://hf-mirror.com/Qwen/Q/resolve/main/config.json?"
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        ["httpx.UnsupportedProtocol: Request URL is missing an 'http://' or 'https://' protocol."],
+        "bad_config",
+        True,
+    ),
     # DeepGEMM's search for nvcc, words between the verb and the compiler; its quote in
     # the traceback's source line is not the evidence.
     (
