@@ -132,7 +132,7 @@ class Classifier:
                 self.findings.consider(rule, clean, text, self.lines, self._progress, 0, self.fed)
             elif pattern.kind == "header_class" and (cls := text.split(None, 1)[0]):
                 _read_class(self, cls.rsplit(".", 1)[-1], clean)
-            elif pattern.kind not in ("phase", "rule", "reshaped", "error_level"):
+            elif _seen(pattern, text):
                 self._progress.saw(pattern, text, self.lines)
         return changed
 
@@ -225,6 +225,18 @@ def _with_frames_after_header(hit: Hit, progress: Progress) -> Hit:
     if hit.chain != progress.chain or now.header_class != origin.header_class:
         return hit
     return hit._replace(origin=now)
+
+
+_NOT_SEEN = frozenset({"phase", "rule", "reshaped", "error_level"})
+
+
+def _seen(pattern: Pattern, text: str) -> bool:
+    """Whether a hit is a marker the progress records: an ``after`` marker only when its
+    whole regex matches (the database holds it without anchors: ``^`` would match
+    anywhere)."""
+    return pattern.kind not in _NOT_SEEN and (
+        pattern.kind != "after" or pattern.regex.search(text) is not None
+    )
 
 
 def _read_class(classifier: Classifier, cls: str, clean: str) -> None:

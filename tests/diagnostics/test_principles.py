@@ -358,10 +358,10 @@ OFFLINE = {
 
 @pytest.mark.parametrize("offline", OFFLINE.values(), ids=OFFLINE.keys())
 def test_a_lookup_that_failed_with_the_hub_switched_off_is_an_offline_cache_miss(offline):
-    """vLLM's lookup conclusion alone is the hub's refusal (gated_model); after the log
-    showed the hub switched off, it is a cache miss (network, transient)."""
+    """vLLM's lookup conclusion alone is a repo the hub does not show (model_not_found);
+    after the log showed the hub switched off, it is a cache miss (network, transient)."""
     alone = classify_lines([*TB, LOOKUP])
-    assert (str(alone.category), alone.state) == ("gated_model", State.FAILED_PERMANENT)
+    assert (str(alone.category), alone.state) == ("model_not_found", State.FAILED_PERMANENT)
     diagnosis = classify_lines([offline, *TB, LOOKUP])
     assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)
     assert "google/gemma-2-9b-it " in diagnosis.cause
@@ -659,16 +659,21 @@ def test_a_line_naming_the_token_decides_an_ambiguous_401(named, where):
     assert (str(diagnosis.category), diagnosis.state) == ("gated_model", State.FAILED_PERMANENT)
 
 
+TOKEN_SENT = "$ HF_TOKEN=$TOKEN vllm serve google/gemma-2-9b-it"
+
+
 @pytest.mark.parametrize("hub_line", ["Invalid username or password.", None])
 def test_vllms_lookup_summary_yields_to_the_hubs_answer_before_it(hub_line):
-    lines = [*HUB_401, *([hub_line] if hub_line else []), *TB, LOOKUP]
+    lines = [TOKEN_SENT, *HUB_401, *([hub_line] if hub_line else []), *TB, LOOKUP]
     diagnosis = classify_lines(lines)
     assert (str(diagnosis.category), diagnosis.state) == (
         "model_not_found",
         State.FAILED_PERMANENT,
     )
-    # alone it is still the hub's refusal of a gated repo
-    assert str(classify_lines([*TB, LOOKUP]).category) == "gated_model"
+    # alone after a token was sent it is the hub refusing that token; without one, a
+    # repo the hub does not show (a gated one would have raised its own error)
+    assert str(classify_lines([TOKEN_SENT, *TB, LOOKUP]).category) == "gated_model"
+    assert str(classify_lines([*TB, LOOKUP]).category) == "model_not_found"
 
 
 # huggingface_hub's warnings that a request failed and is retried: the hub may answer the
@@ -726,3 +731,13 @@ def test_a_server_that_serves_is_up_without_uvicorns_lines():
     routes = "INFO 10-30 08:11:15 launcher.py:19] Available routes are:"
     assert classify_lines([LOADING]).state is State.LOADING
     assert classify_lines([LOADING, routes]).state is State.READY
+
+
+def test_a_marker_counts_only_where_its_whole_pattern_matches():
+    """`when: after` markers are found by the block database, which holds patterns
+    without their anchors: a login run is a marker at a prompt, not inside an echo
+    that says it was skipped (found by the database, refused by the whole regex)."""
+    skipped = "+ echo 'HF_TOKEN is not set; skipping huggingface-cli login'"
+    assert str(classify_lines([skipped, *TB, LOOKUP]).category) == "model_not_found"
+    ran = "$ huggingface-cli login --token $TOKEN"
+    assert str(classify_lines([ran, *TB, LOOKUP]).category) == "gated_model"

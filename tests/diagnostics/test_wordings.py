@@ -166,7 +166,8 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         True,
     ),
     # vLLM 0.6-0.7's failed config lookup for a hub id: after a revision the start asked
-    # for, that revision is missing; without one, the hub refused (a rejected token)
+    # for, that revision is missing; without one, after a token was sent, the hub refused
+    # it (gated_model); without a token, no such repo or no config.json (model_not_found)
     (
         [
             "INFO 09-20 12:44:03 api_server.py:496] args: Namespace(model='Qwen/Q-7B', "
@@ -178,6 +179,7 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     ),
     (
         [
+            '  --env "HUGGING_FACE_HUB_TOKEN=<secret>" \\',
             "INFO 09-20 12:44:03 api_server.py:496] args: Namespace(model='Qwen/Q-7B', "
             "revision=None, tokenizer_revision='v1.0')",
             "ValueError: No supported config format found in Qwen/Q-7B",
@@ -187,8 +189,33 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     ),
     (
         [
+            "$ HF_TOKEN=$MY_TOKEN vllm serve Qwen/Q-7B --revision main",
+            "ValueError: No supported config format found in Qwen/Q-7B",
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        [
             "$ vllm serve Qwen/Q-7B --revision main",
             "ValueError: No supported config format found in Qwen/Q-7B",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "HF_TOKEN is not set; skipping huggingface-cli login",
+            '  -e HF_TOKEN="" \\',
+            "ValueError: No supported config format found in Qwen/Q-7B",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "Token is valid (permission: read).",
+            "ValueError: No supported config format found in meta-llama/Llama-3.1-8B",
         ],
         "gated_model",
         True,

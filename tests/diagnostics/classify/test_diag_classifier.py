@@ -171,11 +171,11 @@ def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
             "port=443): Read timed out. (read timeout=10)",
             "hub-unreachable",
         ),
-        # "No supported config format" names a refused repo id, or a local path that lacks
-        # a config.json.
+        # "No supported config format" names a repo id the hub did not show config.json
+        # for (no token sent: none there), or a local path that lacks a config.json.
         (
             "ValueError: No supported config format found in mistralai/Mistral-7B-v0.1",
-            "hub-lookup-refused",
+            "hub-config-not-shown",
         ),
         ("ValueError: No supported config format found in /models/llama", "model-path-not-found"),
         (
