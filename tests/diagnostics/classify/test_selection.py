@@ -72,6 +72,13 @@ CONSEQUENCES = {
         "unexpectedly, shutting down executor."
     ],
     "broken-pipe": ["BrokenPipeError: [Errno 32] Broken pipe"],
+    # Ray's header of a remote task that raised, and Ray Serve's re-raise of the
+    # replica's formatted traceback: the exception at the end of that traceback decides
+    "ray-task-error": [
+        "ray.exceptions.RayTaskError(RuntimeError): ray::ServeReplica:default:VLLMDeployment."
+        "initialize_and_get_metadata() (pid=20633, ip=10.1.0.4)"
+    ],
+    "traceback-as-message": ["RuntimeError: Traceback (most recent call last):"],
     "nccl-watchdog-timeout": [
         "[rank0]:[E812 20:24:55.118507022 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught "
         "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
@@ -288,3 +295,20 @@ def test_every_rule_has_a_kind_and_causes_share_a_rank():
     assert kinds <= {"cause", "structure", "consequence", "shape"}
     causes = {r.rank for r in PACK.rules if r.kind == "cause" and r.category.permanent}
     assert len(causes - {r.rank for r in PACK.rules if str(r.category) in ("oom", "kv_cache")}) == 1
+
+
+@pytest.mark.parametrize("wrapper", ["ray-task-error", "traceback-as-message"])
+def test_a_wrapper_printed_before_the_exception_it_wraps_yields_to_it(wrapper):
+    """Ray prints its wrapper first and the wrapped traceback after it (Ray Serve re-raises
+    the replica's traceback.format_exc() as a RuntimeError's message): the wrapper is a
+    consequence, so the exception that traceback ends in (here generic structure, judged
+    by the catalogue) decides, though it comes later."""
+    wrapped = (
+        "ValueError: Please use Flashinfer backend for models withlogits_soft_cap (i.e., "
+        "Gemma-2). Otherwise, the output might be wrong. Set Flashinfer backend by export "
+        "VLLM_ATTENTION_BACKEND=FLASHINFER."
+    )
+    lines = [*CONSEQUENCES[wrapper], *FRAMES, wrapped]
+    diagnosis = both_paths(lines)
+    assert (str(diagnosis.category), diagnosis.permanent) == ("model_requirement", True)
+    assert diagnosis.evidence is not None and "Flashinfer" in diagnosis.evidence.text
