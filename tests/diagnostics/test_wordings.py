@@ -1342,6 +1342,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # transformers' check of a model repository's own code: packages it imports that the
+    # image lacks; the repository's code cannot load, every restart the same
+    (
+        [
+            '  File "/usr/local/lib/python3.10/dist-packages/transformers/dynamic_module_utils.py", line 180, in check_imports',
+            "    raise ImportError(",
+            "ImportError: This modeling file requires the following packages that were not found in your environment: tiktoken. Run `pip install tiktoken`",
+        ],
+        "remote_code",
+        True,
+    ),
     # ModelScope's hub (VLLM_USE_MODELSCOPE), in its client's words (modelscope/hub/
     # errors.py): its 404 and its 403; the 403 without a token says the model "may not
     # exist", so a 404 with it decides.
