@@ -1353,6 +1353,23 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "remote_code",
         True,
     ),
+    # huggingface_hub's file system (HfFileSystem, which vLLM lists weights with)
+    # re-raising the hub's answers as FileNotFoundError: a repo it does not show, a path
+    # that is no repo id (a local folder missing on this node)
+    (
+        [
+            '  File "/opt/conda/lib/python3.11/site-packages/huggingface_hub/hf_file_system.py", line 1005, in _raise_file_not_found',
+            "    raise FileNotFoundError(msg) from err",
+            "FileNotFoundError: mnt/models/Qwen2.5-72B-Instruct (repository not found)",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        ["FileNotFoundError: /mnt/models/Qwen2.5-72B-Instruct (invalid repository id)"],
+        "model_not_found",
+        True,
+    ),
     # ModelScope's hub (VLLM_USE_MODELSCOPE), in its client's words (modelscope/hub/
     # errors.py): its 404 and its 403; the 403 without a token says the model "may not
     # exist", so a 404 with it decides.
