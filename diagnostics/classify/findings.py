@@ -153,9 +153,14 @@ class Findings:
         them)."""
         hit = self.collecting
         assert hit is not None
-        lines = MAX_WRAPPED_PARTS if wrapped_at_width(before) else hit.rule.message_lines
+        cut = wrapped_at_width(before)
+        lines = MAX_WRAPPED_PARTS if cut else hit.rule.message_lines
         limit = lines - 1
-        if line.rstrip() == text and len(hit.following) < limit and not _RECORD.match(line):
+        # after an exception line, another one is the next exception, not its message
+        # (after a `raise X(` code line, it is the exception that line raised)
+        following = not cut and _EXCEPTION_LINE.match(hit.text.lstrip())
+        new = _RECORD.match(line) or (following and _EXCEPTION_LINE.match(line))
+        if line.rstrip() == text and len(hit.following) < limit and not new:
             spaces = before[len(before.rstrip()) :]
             hit.following.append(stored(spaces + line.rstrip()))
         else:
@@ -167,6 +172,10 @@ class Findings:
 _RECORD = re.compile(
     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ [DIWEF] \d+ \d+\] |\[?[DIWEF]\d{3,4} \d\d:"
 )
+
+
+# An exception line (not after a line cut at a terminal's width).
+_EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\([\w.]+\))?: ")
 
 
 def joined(hit: Hit, count: int | None = None) -> list[str]:

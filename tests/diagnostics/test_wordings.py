@@ -1353,6 +1353,38 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "remote_code",
         True,
     ),
+    # uvicorn's TLS set-up: a key that is not its certificate's is the options' value,
+    # not the network's SSL
+    (
+        [
+            '  File "/usr/local/lib/python3.12/dist-packages/uvicorn/config.py", line 115, in create_ssl_context',
+            "    ctx.load_cert_chain(certfile, keyfile, get_password)",
+            "ssl.SSLError: [X509: KEY_VALUES_MISMATCH] key values mismatch (_ssl.c:4011)",
+        ],
+        "bad_config",
+        True,
+    ),
+    # an installed plugin that failed to load (vllm/plugins/__init__.py logs it and goes
+    # on): what it registers is missing after; its own error decides, and alone the
+    # failure to load it does
+    (
+        [
+            "ERROR 03-06 08:14:22 __init__.py:46] Failed to load plugin acme_models",
+            "ERROR 03-06 08:14:22 __init__.py:46] Traceback (most recent call last):",
+            "ERROR 03-06 08:14:22 __init__.py:46] ModuleNotFoundError: No module named 'acme_kernels'",
+            "ValueError: Model architectures ['AcmeForCausalLM'] are not supported for now. Supported architectures: ['LlamaForCausalLM']",
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "ERROR 03-06 08:14:22 __init__.py:46] Failed to load plugin acme_models",
+            "ValueError: Model architectures ['AcmeForCausalLM'] are not supported for now. Supported architectures: ['LlamaForCausalLM']",
+        ],
+        "other",
+        True,
+    ),
     # huggingface_hub's file system (HfFileSystem, which vLLM lists weights with)
     # re-raising the hub's answers as FileNotFoundError: a repo it does not show, a path
     # that is no repo id (a local folder missing on this node)
@@ -1467,6 +1499,14 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         [
             "AssertionError: libcuda.so cannot found!",
             "Possible files are located at ['/usr/lib/wsl/lib/libcuda.so.1'].Please create a symlink of libcuda.so to any of the files.",
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "AssertionError: libcuda.so cannot found!",
+            'Please make sure GPU is setup and then run "/sbin/ldconfig" (requires sudo) to refresh the linker cache.',
         ],
         "other",
         True,

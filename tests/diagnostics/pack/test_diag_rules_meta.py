@@ -61,6 +61,8 @@ WITHOUT_A_REAL_LOG = {
     # transformers' check_imports (dynamic_module_utils), read as the repository's code
     # that cannot load since stop 41 (the reconstructed sets hold many; no real log)
     "remote-code-package-missing": "test_wordings.WORDINGS",
+    # vLLM's plugin loader (vllm/plugins/__init__.py), written from its code (GS)
+    "unregistered-after-plugin-failure": "test_wordings.WORDINGS",
     "vllm-without-gpu-platform": "test_principles.PLATFORM",
     "vllm-build-without-platform-ops": "test_principles.PLATFORM",
     "cpu-instruction-set-requirement": "test_principles.PLATFORM",
