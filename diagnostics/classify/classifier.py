@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from functools import lru_cache, partial
 
+from diagnostics.classify.attempts import last_attempt_of_lines
 from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored
 from diagnostics.classify.normalize import (
     access_line,
@@ -254,5 +255,10 @@ def _read_class(classifier: Classifier, cls: str, clean: str) -> None:
 
 
 def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagnosis:
-    """Classify a whole log given as lines (convenience for tests and small inputs)."""
-    return Classifier(pack).feed_all(lines).diagnosis()
+    """Classify a whole log given as lines (convenience for tests and small inputs); of
+    several attempts, the last one's failure (:mod:`diagnostics.classify.attempts`)."""
+    lines = list(lines)
+    classifier = Classifier(pack).feed_all(lines)
+    pack = classifier.pack
+    again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
+    return last_attempt_of_lines(classifier.diagnosis(), lines, pack, again)

@@ -23,10 +23,12 @@ import codecs
 import re
 from typing import BinaryIO
 
+from diagnostics.classify.attempts import last_attempt_verdict
 from diagnostics.classify.classifier import Classifier
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
+from diagnostics.scanning.attemptseek import attempt_before, last_attempt
 from diagnostics.scanning.streams import blocks, decoded, reversed_lines
 
 BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
@@ -58,7 +60,7 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
     if reader is not stream:  # decoded (UTF-16/32, CR line ends): read as it comes
         fastpath.classify_blocks(blocks(first, reader, block_size), classifier)
     elif _seekable(stream):
-        _classify_file(stream, stream.tell() - len(first), classifier, block_size)
+        return _classify_attempts(stream, stream.tell() - len(first), classifier, block_size)
     else:
         # A pipe cannot be read backwards: copied to a temporary file first (as a console
         # export is), in blocks.
@@ -69,8 +71,33 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
         with tempfile.TemporaryFile() as spool:
             spool.write(bom + first)
             shutil.copyfileobj(stream, spool, block_size)
-            _classify_file(spool, len(bom), classifier, block_size)
+            return _classify_attempts(spool, len(bom), classifier, block_size)
     return classifier.diagnosis()
+
+
+def _classify_attempts(
+    stream: BinaryIO, start: int, classifier: Classifier, block_size: int
+) -> Diagnosis:
+    """The file's verdict; of several attempts, the last one's failure
+    (:mod:`diagnostics.classify.attempts`)."""
+    _classify_file(stream, start, classifier, block_size)
+    verdict = classifier.diagnosis()
+    if not verdict.failed:
+        return verdict
+    pack = classifier.pack
+    at = last_attempt(stream, start, pack, block_size)
+    if at is None:
+        return verdict
+    line = fastpath.count_lines(stream, start, at) + 1
+
+    def classify_from() -> Diagnosis:
+        later = Classifier(pack)
+        _classify_file(stream, at, later, block_size)
+        return later.diagnosis()
+
+    return last_attempt_verdict(
+        verdict, line, pack, classify_from, lambda n: attempt_before(stream, start, pack, n)
+    )
 
 
 def _seekable(stream: BinaryIO) -> bool:

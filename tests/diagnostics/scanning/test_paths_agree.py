@@ -13,6 +13,7 @@ import zlib
 
 import pytest
 
+from diagnostics.classify.attempts import last_attempt_of_lines
 from diagnostics.classify.classifier import Classifier
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import _looks_reversed, classify_stream
@@ -36,15 +37,21 @@ PIPE_READ = 65536  # what the worker reads from vLLM's pipe at a time
 
 
 def line_path(data: bytes, chunk: int = PIPE_READ):
-    """The worker's path: pipe chunks -> LineSplitter -> Classifier.feed."""
+    """The worker's path: pipe chunks -> LineSplitter -> Classifier.feed; of a log of
+    several attempts (which one worker's vLLM never prints), the last one's failure, as
+    ``classify_lines`` and ``diagnose`` read it."""
     classifier = Classifier(PACK)
     splitter = LineSplitter()
+    lines: list[str] = []
     for start in range(0, len(data), chunk):
         for line in splitter.feed(data[start : start + chunk]):
-            classifier.feed(line.decode("utf-8", "replace"))
+            lines.append(line.decode("utf-8", "replace"))
+            classifier.feed(lines[-1])
     for line in splitter.close():
-        classifier.feed(line.decode("utf-8", "replace"))
-    return classifier.diagnosis()
+        lines.append(line.decode("utf-8", "replace"))
+        classifier.feed(lines[-1])
+    again = lambda some: Classifier(PACK).feed_all(some).diagnosis()  # noqa: E731
+    return last_attempt_of_lines(classifier.diagnosis(), lines, PACK, again)
 
 
 def file_path(data: bytes, block_size: int = 1 << 20):

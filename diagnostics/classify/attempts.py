@@ -1,0 +1,113 @@
+"""Several attempts in one log (a start retried with other settings, a crash loop): the
+verdict is the last attempt's when it failed on a cause of its own, though an earlier
+attempt failed first (docs/diagnostics.md, "Several attempts in one log").
+
+An attempt begins where vLLM's API server announces a start: the markers of the pack's
+``starting`` phase that capture ``server`` (its version line, V0's ``args:
+Namespace(``, V1's non-default args naming ``model_tag``), one per server process. Pure:
+the callers (``classify_lines``, ``diagnose``'s file reader) find the lines."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+from diagnostics.classify.normalize import normalize
+from diagnostics.classify.services import service_of
+from diagnostics.model import Diagnosis
+from diagnostics.pack.rules import Pattern, RulePack
+
+# Verdicts an attempt's own cause gives (not a consequence, a shape or a bare exit: a
+# crash loop's last attempt cut short would otherwise replace the cause seen before).
+_DECISIVE_KINDS = frozenset({"cause", "structure"})
+_DERIVED = ("catalogued-", "raised-in-")
+
+
+@lru_cache(maxsize=8)
+def attempt_markers(pack: RulePack) -> tuple[Pattern, ...]:
+    """The pack's patterns that mark a new attempt."""
+    return tuple(
+        p
+        for p in pack.patterns
+        if p.kind == "phase"
+        and pack.phases[p.owner].phase == "starting"
+        and "(?P<server>" in p.regex.pattern
+    )
+
+
+# A line of another process than the API server (a Ray worker, an engine core, a rank)
+# is not a new start, though it may echo the server's lines.
+_PROCESS = re.compile(r"^\s*(?:\((?P<name>[A-Za-z][\w:.\-]*)[^)]*\bpid=\d+[^)]*\)|\[rank\d+\]:)")
+
+
+def is_attempt_line(line: str, pack: RulePack) -> bool:
+    """Whether the raw ``line`` announces a new start of vLLM's API server (not a line
+    under another compose service's name, nor another process's)."""
+    if service_of(line) is not None:
+        return False
+    process = _PROCESS.match(line)
+    if process is not None and process.group("name") != "APIServer":
+        return False
+    text = normalize(line)
+    return any(p.regex.search(text) for p in attempt_markers(pack))
+
+
+def decisive(diagnosis: Diagnosis, pack: RulePack) -> bool:
+    """Whether a failed verdict names a cause of its own (a specific cause or generic
+    structure, also as judged by the catalogue or by where it was raised)."""
+    rule = diagnosis.rule or ""
+    if not diagnosis.failed or diagnosis.evidence is None:
+        return False
+    if rule.startswith(_DERIVED):
+        return True
+    return any(r.id == rule and r.kind in _DECISIVE_KINDS for r in pack.rules)
+
+
+def last_attempt_verdict(
+    verdict: Diagnosis,
+    attempt_line: int | None,
+    pack: RulePack,
+    classify_from: Callable[[], Diagnosis],
+    attempt_before: Callable[[int], bool],
+) -> Diagnosis:
+    """``verdict`` (the whole log's), or the last attempt's when that attempt (from the
+    1-based line ``attempt_line`` on, classified by ``classify_from`` with its own line
+    numbers) failed on a cause of its own and ``verdict``'s evidence belongs to an earlier
+    attempt: it comes before ``attempt_line`` and after another attempt's start
+    (``attempt_before(line)``; a failure before vLLM's first start, a download step's,
+    is not an attempt of vLLM's and stands)."""
+    if attempt_line is None or not verdict.failed or verdict.evidence is None:
+        return verdict
+    if verdict.evidence.line >= attempt_line:
+        return verdict  # the failure is the last attempt's
+    if not attempt_before(verdict.evidence.line):
+        return verdict
+    later = classify_from()
+    if not decisive(later, pack):
+        return verdict
+    assert later.evidence is not None
+    line = later.evidence.line + attempt_line - 1
+    return later._replace(evidence=later.evidence._replace(line=line))
+
+
+def last_attempt_of_lines(
+    verdict: Diagnosis,
+    lines: Sequence[str],
+    pack: RulePack,
+    classify: Callable[[Sequence[str]], Diagnosis],
+) -> Diagnosis:
+    """:func:`last_attempt_verdict` for a log held as lines (``classify``: a fresh
+    classifier's verdict of some of them)."""
+    if not verdict.failed:
+        return verdict
+    at = next((i for i in reversed(range(len(lines))) if is_attempt_line(lines[i], pack)), None)
+    if at is None:
+        return verdict
+    return last_attempt_verdict(
+        verdict,
+        at + 1,
+        pack,
+        lambda: classify(lines[at:]),
+        lambda line: any(is_attempt_line(text, pack) for text in lines[: line - 1]),
+    )

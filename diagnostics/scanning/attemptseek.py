@@ -1,0 +1,86 @@
+"""Where the last attempt of a log begins (:mod:`diagnostics.classify.attempts`), found by
+reading the file backwards: the last line on which vLLM's API server announces a start,
+looked for in the last ``LOOK_BACK`` bytes (a crash loop's last attempt is near the end;
+a log of one attempt with hours of requests after it is not read twice)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import BinaryIO
+
+import hyperscan
+
+from diagnostics.classify.attempts import attempt_markers, is_attempt_line
+from diagnostics.pack.matching import prefilter_form
+from diagnostics.pack.rules import RulePack
+from diagnostics.scanning.blockdb import _database
+from diagnostics.scanning.streams import MAX_LINE
+
+LOOK_BACK = 64 << 20
+
+
+@lru_cache(maxsize=8)
+def _markers(pack: RulePack) -> hyperscan.Database | None:
+    sources = [prefilter_form(p.regex.pattern).encode() for p in attempt_markers(pack)]
+    return _database(sources, hyperscan.HS_FLAG_ALLOWEMPTY) if sources else None
+
+
+def _ends(database: hyperscan.Database, data: bytes) -> list[int]:
+    """The end offsets of the markers' matches in ``data``."""
+    ends: list[int] = []
+    database.scan(data, match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to))
+    return ends
+
+
+def last_attempt(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 << 20) -> int | None:
+    """The offset of the last attempt-marker line of ``stream`` (its text begins at
+    ``start``), or None when the last ``LOOK_BACK`` bytes hold none."""
+    database = _markers(pack)
+    if database is None:
+        return None
+    end = stream.seek(0, 2)
+    floor = max(start, end - LOOK_BACK)
+    pos, carry = end, b""
+    while pos > floor:
+        step = min(chunk, pos - floor)
+        pos -= step
+        stream.seek(pos)
+        data = stream.read(step) + carry
+        head = data.find(b"\n") + 1 if pos > start else 0
+        if pos > start and not head:
+            carry = data if len(data) <= MAX_LINE + chunk else b""
+            continue
+        ends = _ends(database, data[head:])
+        checked = len(data)
+        for found in sorted(ends, reverse=True):
+            found += head
+            if found > checked:
+                continue
+            line_start = max(data.rfind(b"\n", head, max(found - 1, head)) + 1, head)
+            line_end = data.find(b"\n", max(found - 1, line_start))
+            line = data[line_start : line_end if line_end >= 0 else len(data)]
+            if len(line) <= MAX_LINE and is_attempt_line(line.decode("utf-8", "replace"), pack):
+                return pos + line_start
+            checked = line_start
+        carry = data[:head]
+    return None
+
+
+def attempt_before(stream: BinaryIO, start: int, pack: RulePack, line: int) -> bool:
+    """Whether an attempt-marker line comes before the 1-based ``line`` of ``stream``
+    (read forwards, at most ``LOOK_BACK`` bytes)."""
+    database = _markers(pack)
+    if database is None:
+        return False
+    stream.seek(start)
+    data = stream.read(LOOK_BACK)
+    ends = _ends(database, data)
+    for found in sorted(ends):
+        line_start = data.rfind(b"\n", 0, max(found - 1, 0)) + 1
+        if data.count(b"\n", 0, line_start) + 1 >= line:
+            return False
+        line_end = data.find(b"\n", max(found - 1, line_start))
+        text = data[line_start : line_end if line_end >= 0 else len(data)]
+        if len(text) <= MAX_LINE and is_attempt_line(text.decode("utf-8", "replace"), pack):
+            return True
+    return False

@@ -1,0 +1,70 @@
+"""Several attempts in one log (diagnostics.classify.attempts): the last attempt's failure
+decides when it names a cause of its own; a crash loop's last attempt cut short, a
+failure before vLLM's first start and a worker echoing the server's banner do not
+start a new verdict. Each through both paths (the line path and diagnose's file reader)."""
+
+from __future__ import annotations
+
+import io
+
+from diagnostics import classify_lines
+from diagnostics.scanning.scan import classify_stream
+from tests.support.packs import shipped_pack
+
+PACK = shipped_pack()
+BANNER = "INFO 08-09 02:11:40 api_server.py:339] vLLM API server version 0.5.4"
+NCCL = "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"
+HEADS = "ValueError: Total number of attention heads (40) must be divisible by tensor parallel size (3)."
+KV = (
+    "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens "
+    "that can be stored in KV cache (8480). Try increasing `gpu_memory_utilization` or "
+    "decreasing `max_model_len` when initializing the engine."
+)
+LOADING = "INFO 08-09 02:19:05 model_runner.py:720] Loading model weights took 13.9 GB"
+
+
+def verdict(lines: list[str]):
+    by_lines = classify_lines(lines, PACK)
+    by_file = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert by_file == by_lines
+    return by_lines
+
+
+def test_a_retry_with_other_settings_is_judged_by_its_own_failure():
+    lines = [BANNER, "Traceback (most recent call last):", NCCL, BANNER, HEADS]
+    diagnosis = verdict(lines)
+    assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
+    assert diagnosis.evidence is not None and diagnosis.evidence.line == 5
+    # one attempt: the device fault keeps the start transient, whatever follows it
+    one = verdict([BANNER, "Traceback (most recent call last):", NCCL, HEADS])
+    assert str(one.category) == "cuda_fault"
+
+
+def test_a_crash_loops_last_attempt_cut_short_keeps_the_cause_seen():
+    diagnosis = verdict([BANNER, KV, BANNER, LOADING])
+    assert str(diagnosis.category) == "kv_cache" and diagnosis.evidence.line == 2
+    # ... and a last attempt that ends in a consequence only (a process killed)
+    killed = verdict([BANNER, KV, BANNER, LOADING, "Killed"])
+    assert str(killed.category) == "kv_cache"
+
+
+def test_a_failure_before_vllms_first_start_stands():
+    """A download step before vLLM started (an init container's 403) is not an attempt of
+    vLLM's: the failure vLLM then reports is its consequence."""
+    lines = [
+        "huggingface_hub.errors.GatedRepoError: 403 Client Error. Cannot access gated repo "
+        "for url https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json.",
+        BANNER,
+        "ValueError: Invalid repository ID or local directory specified: '/models/llama'.",
+    ]
+    assert str(verdict(lines).category) == "gated_model"
+
+
+def test_a_worker_echoing_the_banner_is_not_a_new_attempt():
+    echo = f"(RayWorkerWrapper pid=5280) ERROR 04-26 01:59:07 {BANNER}"
+    diagnosis = verdict([BANNER, "Traceback (most recent call last):", NCCL, echo, HEADS])
+    assert str(diagnosis.category) == "cuda_fault"
+    # the API server's own prefix (V1) is a start
+    v1 = f"(APIServer pid=1) {BANNER}"
+    diagnosis = verdict([v1, "Traceback (most recent call last):", NCCL, v1, HEADS])
+    assert str(diagnosis.category) == "bad_config"
