@@ -66,21 +66,38 @@ def last_attempt(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 <<
     return None
 
 
-def attempt_before(stream: BinaryIO, start: int, pack: RulePack, line: int) -> bool:
-    """Whether an attempt-marker line comes before the 1-based ``line`` of ``stream``
-    (read forwards, at most ``LOOK_BACK`` bytes)."""
+def attempt_before(
+    stream: BinaryIO, start: int, pack: RulePack, line: int, chunk: int = 1 << 20
+) -> bool:
+    """Whether an attempt-marker line comes before the 1-based ``line`` of ``stream``:
+    read forwards, stopping at the first marker, past ``line`` or after ``LOOK_BACK``
+    bytes."""
     database = _markers(pack)
     if database is None:
         return False
     stream.seek(start)
-    data = stream.read(LOOK_BACK)
-    ends = _ends(database, data)
-    for found in sorted(ends):
-        line_start = data.rfind(b"\n", 0, max(found - 1, 0)) + 1
-        if data.count(b"\n", 0, line_start) + 1 >= line:
+    seen, carry, read, inside = 0, b"", 0, False  # lines before ``carry``; in a long line
+    while read < LOOK_BACK:
+        block = stream.read(chunk)
+        read += len(block)
+        data = carry + block
+        cut = data.rfind(b"\n") + 1 if block else len(data)
+        whole, carry = data[:cut], data[cut:]
+        floor = whole.find(b"\n") + 1 if inside else 0  # the rest of a long line before it
+        inside = len(carry) > MAX_LINE  # a line too long to be a marker: not kept
+        if inside:
+            carry = b""
+        for found in sorted(_ends(database, whole)):
+            line_start = whole.rfind(b"\n", 0, max(found - 1, 0)) + 1
+            if line_start < floor:
+                continue
+            if seen + whole.count(b"\n", 0, line_start) + 1 >= line:
+                return False
+            line_end = whole.find(b"\n", max(found - 1, line_start))
+            text = whole[line_start : line_end if line_end >= 0 else len(whole)]
+            if len(text) <= MAX_LINE and is_attempt_line(text.decode("utf-8", "replace"), pack):
+                return True
+        seen += whole.count(b"\n")
+        if not block or seen + 1 >= line:
             return False
-        line_end = data.find(b"\n", max(found - 1, line_start))
-        text = data[line_start : line_end if line_end >= 0 else len(data)]
-        if len(text) <= MAX_LINE and is_attempt_line(text.decode("utf-8", "replace"), pack):
-            return True
     return False

@@ -79,25 +79,27 @@ def _classify_attempts(
     stream: BinaryIO, start: int, classifier: Classifier, block_size: int
 ) -> Diagnosis:
     """The file's verdict; of several attempts, the last one's failure
-    (:mod:`diagnostics.classify.attempts`)."""
-    _classify_file(stream, start, classifier, block_size)
+    (:mod:`diagnostics.classify.attempts`). The cheap questions first: an attempt began
+    before the verdict's evidence (vLLM's first start is near the top), and one after it
+    (read backwards from the end); the lines are counted from the last ready marker."""
+    offset, lines = _classify_file(stream, start, classifier, block_size)
     verdict = classifier.diagnosis()
-    if not verdict.failed:
-        return verdict
     pack = classifier.pack
-    at = last_attempt(stream, start, pack, block_size)
-    if at is None:
+    if not verdict.failed or verdict.evidence is None:
         return verdict
-    line = fastpath.count_lines(stream, start, at) + 1
+    if not attempt_before(stream, start, pack, verdict.evidence.line, block_size):
+        return verdict
+    at = last_attempt(stream, start, pack, block_size)
+    if at is None or at < offset:  # none after the last ready marker: the verdict's
+        return verdict
+    line = lines + fastpath.count_lines(stream, offset, at) + 1
 
     def classify_from() -> Diagnosis:
         later = Classifier(pack)
         _classify_file(stream, at, later, block_size)
         return later.diagnosis()
 
-    return last_attempt_verdict(
-        verdict, line, pack, classify_from, lambda n: attempt_before(stream, start, pack, n)
-    )
+    return last_attempt_verdict(verdict, line, pack, classify_from, lambda _line: True)
 
 
 def _seekable(stream: BinaryIO) -> bool:
@@ -107,9 +109,12 @@ def _seekable(stream: BinaryIO) -> bool:
         return False
 
 
-def _classify_file(stream: BinaryIO, start: int, classifier: Classifier, block_size: int) -> None:
+def _classify_file(
+    stream: BinaryIO, start: int, classifier: Classifier, block_size: int
+) -> tuple[int, int]:
     """A file (not a pipe): classify from the last ready marker on, which gives the
-    verdict of the whole file (:mod:`diagnostics.scanning.fastpath`)."""
+    verdict of the whole file (:mod:`diagnostics.scanning.fastpath`); where it began
+    (offset, lines before)."""
     pack = classifier.pack
     plan = fastpath.plan(stream, start, pack, block_size)
     restart = plan.restart
@@ -129,6 +134,7 @@ def _classify_file(stream: BinaryIO, start: int, classifier: Classifier, block_s
     if names:  # the version...: its last value, wherever it is (lines were skipped)
         end = stream.seek(0, 2)
         classifier.recall(fastpath.context_before(stream, start, end, pack, names))
+    return offset, lines
 
 
 def _console_head(block: bytes) -> bool:
