@@ -207,13 +207,13 @@ def judged_by_origin(
             break
     if category is None and origin is not None and origin.path and not origin.in_library:
         # Without the exception line only a function whose raise sites agree says enough.
-        # (Raised in a package vLLM called, the function's own raise sites say nothing.)
+        # Raised in a package vLLM called (Triton, DeepGEMM: in_library), neither the
+        # function's raise sites nor vLLM's determinism say anything (own stays False).
         category = provenance.of_frame(origin.path, origin.function, exact=not confirmed)
         where = f"{origin.path} ({origin.function})"
         if repository := origin.in_repository:
             where = f"the model repository's own code, {where}"
-        # raised in a package vLLM called (Triton, DeepGEMM), not by vLLM's own code
-        own = provenance.raised_by_own_code(origin.path) and not origin.in_library
+        own = provenance.raised_by_own_code(origin.path)
     if category in (None, Category.OTHER) and under_repository(origin, cls) and confirmed:
         # A library rejecting how the repository's code called it: an API that changed
         category, repository = Category.REMOTE_CODE, True
