@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from diagnostics.classify.normalize import normalize
+from diagnostics.classify.normalize import OWN_PREFIX, normalize
 from diagnostics.classify.services import service_of
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import Pattern, RulePack
@@ -38,7 +38,7 @@ def attempt_markers(pack: RulePack) -> tuple[Pattern, ...]:
 
 # A line of another process than the API server (a Ray worker, an engine core, a rank)
 # is not a new start, though it may echo the server's lines.
-_PROCESS = re.compile(r"^\s*(?:\((?P<name>[A-Za-z][\w:.\-]*)[^)]*\bpid=\d+[^)]*\)|\[rank\d+\]:)")
+_PROCESS = re.compile(rf"^\s*{OWN_PREFIX}")
 
 
 def is_attempt_line(line: str, pack: RulePack) -> bool:
@@ -47,7 +47,7 @@ def is_attempt_line(line: str, pack: RulePack) -> bool:
     if service_of(line) is not None:
         return False
     process = _PROCESS.match(line)
-    if process is not None and process.group("name") != "APIServer":
+    if process is not None and not process.group().lstrip().startswith("(APIServer "):
         return False
     text = normalize(line)
     return any(p.regex.search(text) for p in attempt_markers(pack))

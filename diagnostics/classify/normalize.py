@@ -40,6 +40,8 @@ _LOST_ESC = re.compile(r"(?<![\w\]])\[[0-9;]{1,12}m")
 # [default0]:. Spaces are written [ ]: the same text is read in verbose mode below.
 _PID_PREFIX = r"\((?:[\w:.\-()]+,?(?:[ ][\w=.:\-]+,?)*[ ])?pid=\d+(?:,[ ][a-z_]+=[\w.:\-]+)*\)"
 _RANK_PREFIX = r"\[(?:rank|default)\d+\]:"
+# A process's own prefix alone (not a compose service's or a pod's name).
+OWN_PREFIX = rf"(?:{_PID_PREFIX}|{_RANK_PREFIX})"
 
 # An ISO time as docker and kubectl put it before each line (--timestamps).
 ISO_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"

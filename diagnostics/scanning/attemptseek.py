@@ -5,7 +5,7 @@ a log of one attempt with hours of requests after it is not read twice)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import BinaryIO
 
 import hyperscan
@@ -14,6 +14,7 @@ from diagnostics.classify.attempts import attempt_markers, is_attempt_line
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.blockdb import _database
+from diagnostics.scanning.readyseek import last_line
 from diagnostics.scanning.streams import MAX_LINE
 
 LOOK_BACK = 64 << 20
@@ -23,6 +24,11 @@ LOOK_BACK = 64 << 20
 def _markers(pack: RulePack) -> hyperscan.Database | None:
     sources = [prefilter_form(p.regex.pattern).encode() for p in attempt_markers(pack)]
     return _database(sources, hyperscan.HS_FLAG_ALLOWEMPTY) if sources else None
+
+
+def _is_attempt(pack: RulePack, line: bytes) -> bool:
+    """A raw line (at most MAX_LINE long) that marks a new attempt."""
+    return len(line) <= MAX_LINE and is_attempt_line(line.decode("utf-8", "replace"), pack)
 
 
 def _ends(database: hyperscan.Database, data: bytes) -> list[int]:
@@ -50,18 +56,9 @@ def last_attempt(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 <<
         if pos > start and not head:
             carry = data if len(data) <= MAX_LINE + chunk else b""
             continue
-        ends = _ends(database, data[head:])
-        checked = len(data)
-        for found in sorted(ends, reverse=True):
-            found += head
-            if found > checked:
-                continue
-            line_start = max(data.rfind(b"\n", head, max(found - 1, head)) + 1, head)
-            line_end = data.find(b"\n", max(found - 1, line_start))
-            line = data[line_start : line_end if line_end >= 0 else len(data)]
-            if len(line) <= MAX_LINE and is_attempt_line(line.decode("utf-8", "replace"), pack):
-                return pos + line_start
-            checked = line_start
+        found = last_line(data, head, len(data), database, partial(_is_attempt, pack))
+        if found is not None:  # never -1: a line longer than MAX_LINE is not confirmed
+            return pos + found
         carry = data[:head]
     return None
 
@@ -94,8 +91,7 @@ def attempt_before(
             if seen + whole.count(b"\n", 0, line_start) + 1 >= line:
                 return False
             line_end = whole.find(b"\n", max(found - 1, line_start))
-            text = whole[line_start : line_end if line_end >= 0 else len(whole)]
-            if len(text) <= MAX_LINE and is_attempt_line(text.decode("utf-8", "replace"), pack):
+            if _is_attempt(pack, whole[line_start : line_end if line_end >= 0 else len(whole)]):
                 return True
         seen += whole.count(b"\n")
         if not block or seen + 1 >= line:

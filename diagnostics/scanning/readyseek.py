@@ -4,7 +4,10 @@ which nothing can change a verdict."""
 
 # Annotations are evaluated (no `from __future__ import annotations`): typing compiles each
 # string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
+from collections.abc import Callable
 from typing import BinaryIO, NamedTuple, cast
+
+import hyperscan
 
 from diagnostics.classify.normalize import normalize, wrapped_at_width
 from diagnostics.classify.services import service_of
@@ -130,9 +133,22 @@ def _last_ready(text: bytes | bytearray, lo: int, hi: int, scan: Scanner) -> int
     # earlier marker, which gives the same verdict, only later.
     if scan.ready is None:
         return None
+    return last_line(text, lo, hi, scan.ready, lambda line: is_ready_line(line, scan))
+
+
+def last_line(
+    text: bytes | bytearray,
+    lo: int,
+    hi: int,
+    database: hyperscan.Database,
+    confirm: Callable[[bytes], bool],
+) -> int | None:
+    """Start of the last line of text[lo:hi] (whole lines) that holds a match of
+    ``database`` and that ``confirm`` accepts (-1 when that line is longer than
+    MAX_LINE); None when there is none."""
     ends: list[int] = []
     region = cast(bytes, memoryview(text)[lo:hi])  # scanned in place
-    scan.ready.scan(region, match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to))
+    database.scan(region, match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to))
     checked = hi
     for end in sorted(ends, reverse=True):
         end += lo
@@ -141,7 +157,7 @@ def _last_ready(text: bytes | bytearray, lo: int, hi: int, scan: Scanner) -> int
         start = max(text.rfind(b"\n", lo, max(end - 1, lo)) + 1, lo)
         line_end = text.find(b"\n", max(end - 1, lo), hi)
         line = bytes(text[start : line_end if line_end >= 0 else hi])
-        if is_ready_line(line, scan):
+        if confirm(line):
             return start if len(line) <= MAX_LINE else -1
         checked = start
     return None
