@@ -83,6 +83,8 @@ print(json.dumps({
     "argv": sys.argv, "path0": sys.path[0], "cwd": os.getcwd(), "env": os.environ.get("PROBE"),
     "session": os.getsid(0) == os.getpid(), "stdin": sys.stdin.read(),
     "main": __name__, "tty": sys.stdout.isatty(),
+    "streams": [(type(s.buffer).__name__, s.line_buffering, s.write_through)
+                for s in (sys.stdout, sys.stderr)],
 }))
 sys.stdout.flush()
 os.write(int(os.environ["PROBE_FD"]), b"extra")
@@ -109,13 +111,17 @@ def _programs(tmp_path):
 def test_a_forked_program_is_the_program_python_would_run(tmp_path, form):
     """``python -c``/a script/``-m``: argv, sys.path[0], the working folder, the
     environment, a session of its own, stdin, a passed descriptor, both outputs and the
-    exit status, forked (``fork_server().popen``) as started (``subprocess.Popen``)."""
+    exit status, the streams' buffering (unbuffered for the script), forked
+    (``fork_server().popen``) as started (``subprocess.Popen``)."""
     argv = _programs(tmp_path)[form]
     seen = []
     for forked in (True, False):
         read, write = os.pipe()
         env = {**os.environ, "PROBE": "é", "PROBE_FD": str(write), "PROBE_EXIT": "3"}
         env["PYTHONPATH"] = str(tmp_path)
+        env.pop("PYTHONUNBUFFERED", None)
+        if form == "script":  # -u's streams: no buffer at all
+            env["PYTHONUNBUFFERED"] = "1"
         streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         if forked:
             proc = zygote.fork_server().popen(argv, env, tmp_path, pass_fds=(write,), **streams)

@@ -122,7 +122,8 @@ def _request(conn: socket.socket) -> tuple[dict, list[int]]:
 
 def _std_streams() -> None:
     """New ``sys.stdin``/``stdout``/``stderr`` on descriptors 0-2, buffered as a fresh
-    interpreter's are (stderr by line; stdout by line on a terminal; PYTHONUNBUFFERED)."""
+    interpreter's are (stderr by line; stdout by line on a terminal; with PYTHONUNBUFFERED
+    neither, written straight to the descriptor)."""
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     reader = io.BufferedReader(io.FileIO(0, "r", closefd=False))
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(reader, encoding=sys.stdin.encoding)
@@ -130,10 +131,10 @@ def _std_streams() -> None:
         raw = io.FileIO(fd, "w", closefd=False)
         old = sys.stdout if fd == 1 else sys.stderr
         stream = io.TextIOWrapper(
-            io.BufferedWriter(raw),
+            raw if unbuffered else io.BufferedWriter(raw),  # -u: no buffer, as CPython's
             encoding=old.encoding,
             errors=old.errors,
-            line_buffering=fd == 2 or raw.isatty(),
+            line_buffering=not unbuffered and (fd == 2 or raw.isatty()),
             write_through=unbuffered,
         )
         if fd == 1:

@@ -30,8 +30,12 @@ from tests.support.zygote import fork_server
 TIMEOUT = 30.0  # generous: a worker process starts in well under a second here
 
 WORKER_SCRIPT = """
+import faulthandler
 import json
 import os
+import signal
+
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # a stuck worker's stacks, on demand
 
 from worker.seams import answers  # first: the SDK is then imported as the worker imports it
 
@@ -85,15 +89,42 @@ class Worker:
         except TimeoutError as exc:
             pytest.fail(f"{exc}\n--- worker log ---\n{self.tail()}")
 
+    def _takes_since(self, start: float) -> int:
+        return sum(hit.at >= start for hit in self.queue.hits("job-take"))
+
     def terminate(self) -> int:
         """SIGTERM the worker and wait for it; kill its whole group whatever happens."""
         try:
+            sent = time.monotonic()
             self.proc.send_signal(signal.SIGTERM)
-            return self.proc.wait(timeout=TIMEOUT)
+            try:
+                return self.proc.wait(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                state = _signal_state(self.proc.pid)
+                with contextlib.suppress(ProcessLookupError, subprocess.TimeoutExpired):
+                    os.kill(self.proc.pid, signal.SIGUSR1)  # its stacks, into its log
+                    self.proc.wait(timeout=1)  # (only to let the dump land: it fails anyway)
+                pytest.fail(
+                    f"the worker did not stop within {TIMEOUT} s of SIGTERM\n"
+                    f"--- its signal state ---\n{state}\n"
+                    f"--- job-take polls after SIGTERM: {self._takes_since(sent)}\n"
+                    f"--- worker log ---\n{self.tail(80)}"
+                )
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+
+
+def _signal_state(pid: int) -> str:
+    """The signal lines of /proc/PID/status for the process and each of its threads."""
+    lines = []
+    with contextlib.suppress(OSError):
+        for task in sorted(os.listdir(f"/proc/{pid}/task")):
+            status = Path(f"/proc/{pid}/task/{task}/status").read_text().splitlines()
+            keep = [x for x in status if x.startswith(("Name", "State", "Sig", "ShdPnd"))]
+            lines.append(f"task {task}: " + "; ".join(keep))
+    return "\n".join(lines) or "(gone)"
 
 
 def start_worker(queue: QueueServer, mode: str, tmp: Path) -> Worker:
