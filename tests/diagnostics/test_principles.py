@@ -741,3 +741,32 @@ def test_a_marker_counts_only_where_its_whole_pattern_matches():
     assert str(classify_lines([skipped, *TB, LOOKUP]).category) == "model_not_found"
     ran = "$ huggingface-cli login --token $TOKEN"
     assert str(classify_lines([ran, *TB, LOOKUP]).category) == "gated_model"
+
+
+# vLLM names an architecture it has no implementation of twice: as a warning when it falls
+# back to the Transformers implementation (the start goes on), and as the error when that
+# implementation cannot serve either. Only the error is a cause.
+FALLBACK = (
+    "WARNING 08-25 21:14:39 [registry.py:531] DogeForCausalLM has no vLLM implementation, "
+    "falling back to Transformers implementation. Some features may not be supported and "
+    "performance may not be optimal."
+)
+NO_FALLBACK = (
+    "ValueError: DogeForCausalLM has no vLLM implementation and the Transformers "
+    "implementation is not compatible with vLLM."
+)
+REMOTE_IMPORT = [
+    "Traceback (most recent call last):",
+    '  File "/root/.cache/huggingface/modules/transformers_modules/org/m/modeling_doge.py",'
+    " line 40, in <module>",
+    "    from transformers.utils import LossKwargs",
+    "ImportError: cannot import name 'LossKwargs' from 'transformers.utils'",
+]
+
+
+def test_the_transformers_fallback_warning_is_not_a_cause():
+    assert classify_lines([LOADING, FALLBACK]).state is State.LOADING
+    after = classify_lines([FALLBACK, *REMOTE_IMPORT])
+    assert (str(after.category), after.state) == ("remote_code", State.FAILED_PERMANENT)
+    error = classify_lines([FALLBACK, "Traceback (most recent call last):", NO_FALLBACK])
+    assert (error.rule, error.state) == ("architecture-not-supported", State.FAILED_PERMANENT)
