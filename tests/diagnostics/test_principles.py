@@ -770,3 +770,39 @@ def test_the_transformers_fallback_warning_is_not_a_cause():
     assert (str(after.category), after.state) == ("remote_code", State.FAILED_PERMANENT)
     error = classify_lines([FALLBACK, "Traceback (most recent call last):", NO_FALLBACK])
     assert (error.rule, error.state) == ("architecture-not-supported", State.FAILED_PERMANENT)
+
+
+# Another program's error report quoting the exception its start of vLLM raised (Triton's
+# vLLM backend) is that exception: catalogued, its raise site decides; a warning of the
+# same shape is not a failed start.
+GEMMA2 = (
+    "Please use Flashinfer backend for models with logits_soft_cap (i.e., Gemma-2). "
+    "Otherwise, the output might be wrong. Set Flashinfer backend by export "
+    "VLLM_ATTENTION_BACKEND=FLASHINFER."
+)
+TRITON_REPORTS = [
+    'E0716 13:05:27.118442 1 backend_model.cc:692] "ERROR: Failed to create instance: '
+    "ValueError: {msg}",
+    "E0716 13:05:27.118563 1 model_lifecycle.cc:641] \"failed to load 'gemma2_9b' version 1: "
+    "Internal: ValueError: {msg}",
+]
+
+
+@pytest.mark.parametrize("report", TRITON_REPORTS)
+def test_an_exception_quoted_in_another_programs_error_report_is_that_exception(report):
+    lines = [LOADING, report.format(msg=GEMMA2), "error: creating server: Internal - failed"]
+    diagnosis = classify_lines(lines)
+    assert (str(diagnosis.category), diagnosis.state) == (
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    )
+    unknown = classify_lines([LOADING, report.format(msg="a message nobody catalogued")])
+    assert (unknown.rule, unknown.state) == ("unhandled-exception", State.FAILED_TRANSIENT)
+
+
+def test_a_warning_quoting_an_exception_is_not_a_failed_start():
+    warning = (
+        "WARNING 10-30 08:10:03 utils.py:120] Failed to initialize backend foo: "
+        "ModuleNotFoundError: No module named 'foo'"
+    )
+    assert classify_lines([LOADING, warning, LOADING]).state is State.LOADING
