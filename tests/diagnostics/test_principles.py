@@ -170,6 +170,16 @@ IMAGE = [
     "    xFormers wasn't build with CUDA support",
     # vLLM's compiled ops missing (its extension built for another torch or platform)
     "AttributeError: '_OpNamespace' '_C' object has no attribute 'rms_norm'",
+    # the NCCL library the image ships, as vLLM's pynccl loads it
+    "ERROR 05-16 20:31:24 pynccl.py:44] Failed to load NCCL library from "
+    "/root/.config/vllm/nccl/cu12/libnccl.so.2.18.1 .It is expected if you are not running "
+    "on NVIDIA/AMD GPUs.",
+    # an interpreter older than the annotations vLLM's modules use (raised as they are
+    # imported, under vllm/config: not a configuration check)
+    "TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'",
+    "TypeError: 'type' object is not subscriptable",
+    # a process joining a Ray cluster started with another Ray or Python
+    "RuntimeError: Version mismatch: The cluster was started with:",
 ]
 HOST = [
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_fault"),
