@@ -109,11 +109,12 @@ class TransientIf(NamedTuple):
 
 @cache
 def _size() -> re.Pattern[str]:  # compiled on first use: few logs hold a transient_if's line
-    return re.compile(r"^\s*(-?[\d.]+)\s*([KMGT]?)(i?B)?\s*$")
+    return re.compile(r"^\s*(-?[\d.]+)\s*(?:([KMGT]?)(i?B)|(bytes?))?\s*$")
 
 
 def as_number(text: str | None) -> float | None:
-    """``"31.44"`` -> 31.44; ``"270.00 MiB"`` -> 0.2637 (GiB); anything else -> None."""
+    """``"31.44"`` -> 31.44; ``"270.00 MiB"`` -> 0.2637 (GiB), ``"0 bytes"`` -> 0.0 (GiB);
+    anything else -> None."""
     if text is None:
         return None
     match = _size().match(text)
@@ -123,6 +124,8 @@ def as_number(text: str | None) -> float | None:
         value = float(match.group(1))
     except ValueError:
         return None
+    if match.group(4):  # torch's format for what is under 1 KiB ("0 bytes is free")
+        return value / 1024**3
     return value * _SCALE[match.group(2)] if match.group(3) else value
 
 

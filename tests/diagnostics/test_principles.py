@@ -266,6 +266,13 @@ HOST = [
         "this process has 4.00 GiB memory in use.",
         "oom",
     ),
+    # nothing left free at all: torch counts it in bytes
+    (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a "
+        "total capacity of 23.99 GiB of which 0 bytes is free. Process 48211 has 8.92 GiB "
+        "memory in use. Including non-PyTorch memory, this process has 14.63 GiB memory in use.",
+        "oom",
+    ),
 ]
 
 

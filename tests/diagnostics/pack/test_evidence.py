@@ -63,6 +63,8 @@ def test_sizes_read_in_gib():
     assert as_number("512 MiB") == 0.5
     assert as_number("2 TiB") == 2048
     assert as_number("31.44") == 31.44
+    assert as_number("0 bytes") == 0.0  # torch's format under 1 KiB
+    assert as_number("512 bytes") == 512 / 1024**3
     assert as_number("unknown") is None
 
 
