@@ -10,7 +10,9 @@ exception was the direct cause of the following exception", "During handling of 
 above exception"), so among specific causes the chain's origin is its earliest finding,
 and across chains the earliest one wins. The order is total and a later line never beats
 an earlier one of the same rank, so the choice is made as lines come (constant memory)
-and the fast path can skip what cannot beat it."""
+and the fast path can skip what cannot beat it. Once a requested shutdown began (a
+stopping marker), a specific cause found before it is the verdict: what the shutdown
+prints does not compete with it."""
 
 from __future__ import annotations
 
@@ -81,7 +83,10 @@ class Findings:
     ) -> None:
         """A match of ``rule`` on ``line`` (to line ``through``: a line cut at a terminal's
         width, read whole with its rest; ``header``: an IPython header's class)."""
-        if progress.stopping and rule.generic:
+        if progress.stopping and (rule.generic or self._cause_stands()):
+            # What a requested shutdown prints (a wrapper's errors, the faults of a torn
+            # down CUDA context in a thread still running) is the shutdown's: a specific
+            # cause found before it stands.
             return
         if rule.traceback_through and rule.priority not in progress.frames:
             return
@@ -121,6 +126,9 @@ class Findings:
         if self.best is not None and self.best.key <= hit.key:
             return
         self.best = self.collecting = hit
+
+    def _cause_stands(self) -> bool:
+        return self.best is not None and self.best.rule.kind == "cause"
 
     @property
     def settled(self) -> int | None:

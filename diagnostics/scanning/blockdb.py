@@ -114,19 +114,23 @@ def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[in
     marker (it clears the verdict), a rule of a better rank, the traceback header and
     frames a better rule needs, the frame lines and chain markers while a better rule is
     generic structure (its verdict reads where the exception was raised), the stopping
-    marker when a better rule is generic (the marker makes the classifier ignore generic
-    rules), and, in the ready phase (``ready``), the markers that end it when a better
+    marker when a better rule is generic or the verdict a specific cause (the marker makes
+    the classifier ignore generic rules, and every rule once a specific cause stands),
+    and, in the ready phase (``ready``), the markers that end it when a better
     rule counts only before ready."""
     better = [rule for rule in pack.rules if rule.rank < best]
     traceback_rules = any(rule.traceback_through for rule in better)
     structure = any(rule.kind == "structure" for rule in better)
     generic = any(rule.generic for rule in better)
+    # a specific cause stands once a requested shutdown began: the marker matters while
+    # a better rule could still come (diagnostics.classify.findings)
+    cause = bool(better) and any(r.rank == best and r.kind == "cause" for r in pack.rules)
     leaves_ready = ready and any(rule.before_ready for rule in better)
     found = set()
     for index, pattern in enumerate(pack.patterns):
         if pattern.kind == "phase":
             phase = pack.phases[pattern.owner].phase
-            keep = generic if phase == "stopping" else phase == "ready" or leaves_ready
+            keep = generic or cause if phase == "stopping" else phase == "ready" or leaves_ready
         elif pattern.kind == "traceback":
             keep = traceback_rules or structure
         elif pattern.kind in ("traceback_body", "chain"):

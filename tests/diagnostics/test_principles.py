@@ -823,3 +823,37 @@ def test_a_warning_quoting_an_exception_is_not_a_failed_start():
         "ModuleNotFoundError: No module named 'foo'"
     )
     assert classify_lines([LOADING, warning, LOADING]).state is State.LOADING
+
+
+# What a requested shutdown prints is the shutdown's: a specific cause found before the
+# stopping marker stands (a torn-down CUDA context's error in a thread still running does
+# not become a device fault); a consequence before it does not hold back the cause after.
+BIND = (
+    "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+    "address already in use"
+)
+SHUTDOWN = "INFO:     Waiting for application shutdown."
+TEARDOWN = [
+    "Exception in thread Thread-4 (_report_usage_worker):",
+    "Traceback (most recent call last):",
+    "RuntimeError: CUDA error: initialization error",
+]
+
+
+def test_a_cause_found_before_a_requested_shutdown_stands():
+    up = [LOADING, "INFO:     Application startup complete."]
+    stands = classify_lines([*up, BIND, SHUTDOWN, *TEARDOWN])
+    assert (stands.rule, str(stands.category)) == ("port-in-use", "other")
+    unasked = classify_lines([*up, BIND, *TEARDOWN])
+    assert str(unasked.category) == "cuda_fault"  # a device fault outranks, unasked
+    worker_died = (
+        "ERROR 07-24 10:17:06 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid "
+        "3170 died, exit code -15"
+    )
+    kv = (
+        "ValueError: The model's max seq len (32768) is larger than the maximum number of "
+        "tokens that can be stored in KV cache (8000). Try increasing gpu_memory_utilization "
+        "or decreasing max_model_len when initializing the engine."
+    )
+    after = classify_lines([LOADING, worker_died, SHUTDOWN, kv])
+    assert after.rule == "kv-cache-max-len-above-capacity"

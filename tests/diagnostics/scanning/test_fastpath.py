@@ -79,6 +79,16 @@ def _built() -> dict[str, bytes]:
         "crash loop of different failures": b"".join(rng.sample(FAILS, len(FAILS))) * 3,
         "a better failure late in a crash loop": KV * 30 + b"".join(FAILS) + KV * 5,
         "crlf": (OK + SERVING * 200 + KV).replace(b"\n", b"\r\n"),
+        # a cause, a requested shutdown, then a device fault of the torn-down context: the
+        # stopping marker must be read (the cause stands after it)
+        "a cause, a shutdown, a fault": b"INFO:     Application startup complete.\n"
+        + SERVING * 2000
+        + b"ERROR:    [Errno 98] error while attempting to bind on address: address already "
+        b"in use\n"
+        + SERVING * 2000
+        + b"INFO:     Waiting for application shutdown.\n"
+        + SERVING * 2000
+        + b"RuntimeError: CUDA error: initialization error\n",
     }
     wrapped = re.sub(rb"(?m)^(.{100})(.+)$", rb"\1\n\2", OK + KV)  # cut at 100 columns
     logs["wrapped at 100 columns"] = wrapped * 3
