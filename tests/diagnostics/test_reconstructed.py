@@ -11,19 +11,20 @@ from tests.diagnostics.cases import FIXTURES
 from tests.support.packs import shipped_pack
 
 ROOT = FIXTURES / "reconstructed"
-RIGHT_AT_LEAST = 8531  # of 8620, 2026-12-04, stop 42 (docs/diagnostics.md, "Held-out checks")
+RIGHT_AT_LEAST = 8849  # of 8940, 2026-12-04, stop 42 (docs/diagnostics.md, "Held-out checks")
 # A writer's label the real corpus contradicts, where the verdict follows the corpus: kept
 # as written (and counted wrong), but not a breach of the safety properties.
 CORPUS_LABELS = {
     # "no kernel image is available": the real corpus's model_requirement
     # (fixtures/corpus/model_requirement/vllm-5198-*), the writer's cuda_fault
     "logs/cuda_fault/BB-v050-tesla-p40-gptq-no-kernel-image.log",
+    "logs/cuda_fault/HM-no-kernel-image-p100.log",
 }
 
 
 def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     results = score(ROOT, shipped_pack())
-    assert len(results) == 8620
+    assert len(results) == 8940
     breaches = [r.file for r in results if r.transient_called_permanent]
     assert [f for f in breaches if f not in CORPUS_LABELS] == []
     assert [r.file for r in results if r.failed_called_not_failed] == []
