@@ -32,6 +32,7 @@ from diagnostics.classify.normalize import (
 )
 from diagnostics.classify.progress import Progress
 from diagnostics.classify.services import Services
+from diagnostics.classify.serving import UNDER_WAY, tail_of, with_serving
 from diagnostics.classify.unmatched import unmatched
 from diagnostics.classify.verdict import render_hit, render_rule
 from diagnostics.classify.wrapping import Wrapped, carry, continues
@@ -260,5 +261,8 @@ def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagno
     lines = list(lines)
     classifier = Classifier(pack).feed_all(lines)
     pack = classifier.pack
+    verdict = classifier.diagnosis()
+    if verdict.state in UNDER_WAY:  # or a server at work whose ready marker was cut off
+        return with_serving(verdict, tail_of(lines), pack)
     again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
-    return last_attempt_of_lines(classifier.diagnosis(), lines, pack, again)
+    return last_attempt_of_lines(verdict, lines, pack, again)

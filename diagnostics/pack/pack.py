@@ -22,6 +22,10 @@ PHASES = {
     "loading": State.LOADING,
     "ready": State.READY,
     "stopping": None,
+    # a server at work (its request stats, its answers on vLLM's routes): read only at
+    # the end of a log with no ready marker left in it (diagnostics.classify.serving),
+    # never by the line scan (hours of request logs stay lines no pattern matches)
+    "serving": State.READY,
 }
 TRACEBACK_START = r"Traceback \(most recent call last\)"
 # Lines only a Python traceback prints: a frame (standard or IPython), the code line of
@@ -147,8 +151,16 @@ class RulePack:
         self.phases = phases
         self.files = files
         self.patterns: list[Pattern] = []
-        for p in phases:
-            self.patterns += [Pattern("phase", phases.index(p), rx) for rx in p.patterns]
+        for index, p in enumerate(phases):
+            if p.phase != "serving":
+                self.patterns += [Pattern("phase", index, rx) for rx in p.patterns]
+        self.serving = tuple(rx for p in phases if p.phase == "serving" for rx in p.patterns)
+        self.under_way = tuple(  # the markers of a start under way
+            rx
+            for p in phases
+            if p.phase in ("starting", "downloading", "loading")
+            for rx in p.patterns
+        )
         for rule in rules:
             self.patterns += [Pattern("rule", rule.priority, rx) for rx in rule.patterns]
             self.patterns += [Pattern("frame", rule.priority, rx) for rx in rule.traceback_through]

@@ -25,6 +25,7 @@ from typing import BinaryIO
 
 from diagnostics.classify.attempts import last_attempt_verdict
 from diagnostics.classify.classifier import Classifier
+from diagnostics.classify.serving import TAIL_BYTES, UNDER_WAY, with_serving
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
@@ -85,6 +86,8 @@ def _classify_attempts(
     offset, lines = _classify_file(stream, start, classifier, block_size)
     verdict = classifier.diagnosis()
     pack = classifier.pack
+    if verdict.state in UNDER_WAY:  # or a server at work whose ready marker was cut off
+        return with_serving(verdict, _tail(stream, start), pack)
     if not verdict.failed or verdict.evidence is None:
         return verdict
     if not attempt_before(stream, start, pack, verdict.evidence.line, block_size):
@@ -100,6 +103,15 @@ def _classify_attempts(
         return later.diagnosis()
 
     return last_attempt_verdict(verdict, line, pack, classify_from, lambda _line: True)
+
+
+def _tail(stream: BinaryIO, start: int) -> list[str]:
+    """The whole lines of the last ``TAIL_BYTES`` of a file whose text begins at ``start``."""
+    end = stream.seek(0, 2)
+    at = max(start, end - TAIL_BYTES)
+    stream.seek(at)
+    lines = stream.read(end - at).decode("utf-8", "replace").splitlines()
+    return lines[1:] if at > start else lines  # the first one read may be cut
 
 
 def _seekable(stream: BinaryIO) -> bool:

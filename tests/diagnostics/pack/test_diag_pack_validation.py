@@ -176,6 +176,7 @@ def test_the_shipped_pack_loads_without_a_path():
         "downloading",
         "loading",
         "ready",
+        "serving",
         "stopping",
     }
 

@@ -15,6 +15,7 @@ import pytest
 
 from diagnostics.classify.attempts import last_attempt_of_lines
 from diagnostics.classify.classifier import Classifier
+from diagnostics.classify.serving import UNDER_WAY, tail_of, with_serving
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import _looks_reversed, classify_stream
 from diagnostics.scanning.streams import LineSplitter, _is_json_log
@@ -50,8 +51,11 @@ def line_path(data: bytes, chunk: int = PIPE_READ):
     for line in splitter.close():
         lines.append(line.decode("utf-8", "replace"))
         classifier.feed(lines[-1])
+    verdict = classifier.diagnosis()
+    if verdict.state in UNDER_WAY:  # a tail of a server at work (the worker asks the server)
+        return with_serving(verdict, tail_of(lines), PACK)
     again = lambda some: Classifier(PACK).feed_all(some).diagnosis()  # noqa: E731
-    return last_attempt_of_lines(classifier.diagnosis(), lines, PACK, again)
+    return last_attempt_of_lines(verdict, lines, PACK, again)
 
 
 def file_path(data: bytes, block_size: int = 1 << 20):
