@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache, partial
 
 from diagnostics.classify.attempts import last_attempt_of_lines
-from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored
+from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, refined, stored
 from diagnostics.classify.normalize import (
     access_line,
     clean_raw,
@@ -58,6 +58,12 @@ def _hit_ids(pack: RulePack, text: str) -> set[int]:
         match_event_handler=lambda i, _f, _t, _fl, _c: ids.add(i),
     )
     return ids
+
+
+def _rules_matching(pack: RulePack, text: str) -> set[int]:
+    """The priorities of the rules whose patterns match ``text``."""
+    patterns = [pack.patterns[i] for i in _hit_ids(pack, text)]
+    return {p.owner for p in patterns if p.kind == "rule" and p.regex.search(text)}
 
 
 def _may_match(pack: RulePack, text: str) -> set[int]:
@@ -195,7 +201,7 @@ class Classifier:
         findings, progress, context = self.findings, self._progress, self._progress.context
         may = partial(_may_match, self.pack)
         if findings.best is not None:
-            best = _with_frames_after_header(findings.best, progress)
+            best = _chosen(findings.best, progress, self.pack)
             return render_hit(best, context, self.pack.provenance, self.redact, may)
         gone, provenance = exited or exit_code is not None or progress.exited, self.pack.provenance
         if findings.late is not None and gone:
@@ -215,6 +221,13 @@ class Classifier:
             # Whatever matched before did not stop vLLM from serving.
             self.findings.clear()
         return self._progress.enter(name)
+
+
+def _chosen(hit: Hit, progress: Progress, pack: RulePack) -> Hit:
+    """The best finding as the verdict reads it: with the frames an IPython header's
+    traceback showed after it, its message read whole (findings.refined)."""
+    hit = _with_frames_after_header(hit, progress)
+    return refined(hit, pack.rules, partial(_rules_matching, pack))
 
 
 def _with_frames_after_header(hit: Hit, progress: Progress) -> Hit:

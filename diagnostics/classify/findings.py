@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import NamedTuple
 
 from diagnostics.classify.normalize import wrapped_at_width
@@ -195,6 +195,38 @@ def joined(hit: Hit, count: int | None = None) -> list[str]:
         return [hit.text]
     cut = hit.text + "".join(following)  # each part with the spaces the cut fell after
     return [cut, " ".join([hit.text, *(part.strip() for part in following)])]
+
+
+def refined(hit: Hit, rules: Sequence[Rule], rule_ids: Callable[[str], Iterable[int]]) -> Hit:
+    """The evidence read whole when a paste reflowed it: a narrow reflow can cut a
+    message's opening before the words a specific rule reads ("CUDA out of" |
+    "memory. Tried to allocate ..."), so the line alone matched only a general rule of
+    the same category (the exception's class). When the line joined with its
+    continuation lines matches a rule of the same category and kind, without
+    conditions, that the pack places before it (the specific reading of the same
+    message), that rule reads the finding. ``rule_ids``: the priorities of the rules
+    whose patterns match a text."""
+    if not hit.following or hit.header:
+        return hit
+    texts = [text for n in range(1, len(hit.following) + 1) for text in joined(hit, n)]
+    better = min(
+        (
+            priority
+            for text in texts
+            for priority in rule_ids(text)
+            if priority < hit.rule.priority and _same_reading(rules[priority], hit.rule)
+        ),
+        default=None,
+    )
+    return hit if better is None else hit._replace(rule=rules[better])
+
+
+def _same_reading(rule: Rule, than: Rule) -> bool:
+    return (
+        rule.category is than.category
+        and rule.kind == than.kind
+        and not (rule.traceback_through or rule.after or rule.before_ready)
+    )
 
 
 def captures(hit: Hit, may_match: Callable[[str], Container[int]] | None = None) -> dict[str, str]:

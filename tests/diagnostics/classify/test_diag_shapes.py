@@ -209,7 +209,7 @@ TORCH_OOM = (
 
 
 @pytest.mark.parametrize("quote", ["", "> "], ids=["as printed", "quoted in a reply"])
-@pytest.mark.parametrize("width", [60, 72, 79])
+@pytest.mark.parametrize("width", [40, 45, 50, 60, 72, 79])
 @pytest.mark.parametrize(
     ("others", "state"), [(0.0, State.FAILED_PERMANENT), (21.86, State.FAILED_TRANSIENT)]
 )
