@@ -215,11 +215,9 @@ class Classifier:
         state = PHASES[name]
         if state is State.STARTING and self.phase is State.READY:
             self.findings.late = None  # a new start after a ready one: judged afresh
-        if state is State.READY:
-            if (best := self.findings.best) is not None and self._services.apart(best.raw):
-                return None  # another vLLM service is up: this one's failure stands
-            # Whatever matched before did not stop vLLM from serving.
-            self.findings.clear()
+        ready, done = state is State.READY, bool(groups.get("engine_done"))
+        if not self.findings.outlived(ready, done, self._services.apart):
+            return None  # another vLLM service is up: this one's failure stands
         return self._progress.enter(name)
 
 

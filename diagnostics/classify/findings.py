@@ -127,6 +127,19 @@ class Findings:
             return
         self.best = self.collecting = hit
 
+    def outlived(self, ready: bool, engine_done: bool, apart: Callable[[str], bool]) -> bool:
+        """A ready marker (``ready``) or the engine's end of initialisation
+        (``engine_done``) came: forget what the start outlived (whatever matched before
+        ready; a warning before the engine's end, see ``warned``). False when the best
+        finding is another vLLM service's (``apart``): then a ready marker says nothing
+        of its failure and does not count."""
+        best = self.best
+        if best is not None and apart(best.raw):
+            return not ready
+        if ready or (engine_done and best is not None and warned(best.raw)):
+            self.clear()
+        return True
+
     def _cause_stands(self) -> bool:
         return self.best is not None and self.best.rule.kind == "cause"
 
@@ -180,6 +193,21 @@ class Findings:
 _RECORD = re.compile(
     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ [DIWEF] \d+ \d+\] |\[?[DIWEF]\d{3,4} \d\d:"
 )
+
+
+# vLLM's logger header at a level below ERROR (under any process prefix).
+_BELOW_ERROR = re.compile(r"(?:^|[\s|:)\]])(?:WARNING|INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def warned(raw: str) -> bool:
+    """Whether a finding's raw line is one vLLM logged below ERROR: a warning whose words
+    a rule reads (some of vLLM's warnings are fatal: the start ends after them). When
+    the engine's whole initialisation ("init engine (profile, create kv cache, warmup
+    model) took", after all its workers') comes after it, it was not: the classifier
+    forgets it, as a ready marker forgets what came before. An ERROR line or an
+    exception is never forgotten there: another engine (data parallel) may have
+    printed it."""
+    return _BELOW_ERROR.search(raw) is not None
 
 
 # An exception line (not after a line cut at a terminal's width).

@@ -111,13 +111,13 @@ Standing = tuple[int, bool] | None
 def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[int]:
     """The pattern indexes that can still change a verdict whose best rule has rank
     ``best`` (a later finding of the same rank never wins: the earliest does): a ready
-    marker (it clears the verdict), a rule of a better rank, the traceback header and
-    frames a better rule needs, the frame lines and chain markers while a better rule is
-    generic structure (its verdict reads where the exception was raised), the stopping
-    marker when a better rule is generic or the verdict a specific cause (the marker makes
-    the classifier ignore generic rules, and every rule once a specific cause stands),
-    and, in the ready phase (``ready``), the markers that end it when a better
-    rule counts only before ready."""
+    marker and the engine's end of initialisation (they clear the verdict), a rule of a
+    better rank, the traceback header and frames a better rule needs, the frame lines and
+    chain markers while a better rule is generic structure (its verdict reads where the
+    exception was raised), the stopping marker when a better rule is generic or the
+    verdict a specific cause (the marker makes the classifier ignore generic rules, and
+    every rule once a specific cause stands), and, in the ready phase (``ready``), the
+    markers that end it when a better rule counts only before ready."""
     better = [rule for rule in pack.rules if rule.rank < best]
     traceback_rules = any(rule.traceback_through for rule in better)
     structure = any(rule.kind == "structure" for rule in better)
@@ -130,7 +130,8 @@ def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[in
     for index, pattern in enumerate(pack.patterns):
         if pattern.kind == "phase":
             phase = pack.phases[pattern.owner].phase
-            keep = generic or cause if phase == "stopping" else phase == "ready" or leaves_ready
+            clears = phase == "ready" or "engine_done" in pattern.regex.groupindex
+            keep = generic or cause if phase == "stopping" else clears or leaves_ready
         elif pattern.kind == "traceback":
             keep = traceback_rules or structure
         elif pattern.kind in ("traceback_body", "chain"):

@@ -312,3 +312,41 @@ def test_a_wrapper_printed_before_the_exception_it_wraps_yields_to_it(wrapper):
     diagnosis = both_paths(lines)
     assert (str(diagnosis.category), diagnosis.permanent) == ("model_requirement", True)
     assert diagnosis.evidence is not None and "Flashinfer" in diagnosis.evidence.text
+
+
+# A line vLLM logs at WARNING whose words a rule reads, and the engine's last step.
+WARNED = (
+    "{prefix}WARNING 03-18 10:02:34 ray_utils.py:315] The number of required GPUs exceeds "
+    "the total number of available GPUs in the placement group."
+)
+ENGINE_DONE = (
+    "{prefix}INFO 03-18 10:03:15 llm_engine.py:431] init engine (profile, create kv cache, "
+    "warmup model) took 19.70 seconds"
+)
+SERVER = "INFO 03-18 10:02:10 api_server.py:177] vLLM API server version 0.7.2"
+
+
+@pytest.mark.parametrize("prefix", ["", "(ServeReplica:default:LLM pid=30655) "])
+@pytest.mark.parametrize(
+    ("server", "state"), [([], State.READY), ([SERVER], State.LOADING)], ids=["offline", "server"]
+)
+def test_a_warning_the_engines_initialisation_outlived_is_forgotten(prefix, server, state):
+    """Some of vLLM's warnings are fatal; one the engine's whole initialisation came
+    after was not (an offline engine up is ready; a server's is still starting its API)."""
+    lines = [*server, WARNED.format(prefix=prefix), ENGINE_DONE.format(prefix="")]
+    assert both_paths(lines).state is state
+    assert both_paths(lines[:-1]).rule == "tensor-parallel-gpu-count"
+
+
+def test_an_error_or_another_services_warning_is_not_forgotten():
+    """An ERROR line may be another engine's (data parallel), a warning another vLLM
+    service's: the engine that finished says nothing of them."""
+    error = WARNED.format(prefix="").replace("WARNING", "ERROR")
+    assert both_paths([error, ENGINE_DONE.format(prefix="")]).rule == "tensor-parallel-gpu-count"
+    services = [
+        "vllm-a-1  | " + SERVER,
+        "vllm-b-1  | " + SERVER,
+        WARNED.format(prefix="vllm-a-1  | "),
+        ENGINE_DONE.format(prefix="vllm-b-1  | "),
+    ]
+    assert both_paths(services).rule == "tensor-parallel-gpu-count"
