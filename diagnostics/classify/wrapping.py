@@ -3,9 +3,10 @@ line's message may continue on the next line."""
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
-from diagnostics.classify.normalize import continuation, normalize, unwrapped_part
+from diagnostics.classify.normalize import OWN_PREFIX, continuation, normalize, unwrapped_part
 from diagnostics.pack.pack import MAX_MESSAGE_LINES
 
 # A message hard-wrapped over more lines is not joined further: the most lines one
@@ -24,12 +25,21 @@ class Wrapped(NamedTuple):
     width: int  # the first part's length as printed: no continuation is longer
 
 
+# vLLM's logger header (under a process's own prefix): the start of a record of its own.
+_RECORD_START = re.compile(
+    rf"^(?:{OWN_PREFIX} ?)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
+)
+
+
 def continues(wrapped: Wrapped, line: str) -> bool:
     """Whether raw ``line`` can be the next part of ``wrapped``: a terminal cuts every
     part but the last at the same width, so a longer line is a line of its own (a line
     of exactly a common width, such as pydantic's 80-column "1 validation error for
-    ModelConfig", is followed by its message, not by the rest of it)."""
-    return len(unwrapped_part(line)) <= wrapped.width
+    ModelConfig", is followed by its message, not by the rest of it); so is a line that
+    begins with vLLM's logger header (a message of exactly a common width, followed by
+    the next record: the rest of a cut message never begins with a header)."""
+    part = unwrapped_part(line)
+    return len(part) <= wrapped.width and _RECORD_START.match(part) is None
 
 
 def carry(wrapped: Wrapped | None, line: str, lineno: int) -> Wrapped:

@@ -1602,6 +1602,76 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # uvicorn's bind error (its startup, `logger.error(exc)` of the socket's OSError) after
+    # the application started: the --host not an address of this machine, a port that
+    # needs root (bad_config), or a port in use (another process: transient).
+    (
+        [
+            "INFO:     Application startup complete.",
+            "ERROR:    [Errno 99] error while attempting to bind on address ('10.0.3.17', "
+            "8000): cannot assign requested address",
+            "INFO:     Waiting for application shutdown.",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "INFO:     Application startup complete.",
+            "ERROR:    [Errno 13] error while attempting to bind on address ('0.0.0.0', 80): "
+            "permission denied",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "INFO:     Application startup complete.",
+            "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+            "address already in use",
+        ],
+        "other",
+        False,
+    ),
+    # A Git LFS pointer file where the weights should be: torch.load reads its first
+    # byte ("version ...") as a pickle opcode; a paste shows the pointer's text.
+    (
+        [
+            '  File "/usr/lib/python3/dist-packages/torch/serialization.py", line 1040, in '
+            "_legacy_load",
+            "    magic_number = pickle_module.load(f, **pickle_load_args)",
+            "_pickle.UnpicklingError: invalid load key, 'v'.",
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+            "$ head -c 200 /models/llama/model-00001-of-00002.safetensors",
+            "version https://git-lfs.github.com/spec/v1",
+        ],
+        "network",
+        False,
+    ),
+    # docker ps's and docker inspect's report of a container's exit (no cause printed)
+    (
+        [
+            "INFO 05-12 02:15:31 [backends.py:420] Using cache directory: /root/.cache/vllm",
+            'a93c1f07e2d4   vllm/vllm-openai:v0.8.5   "python3 -m vllm.ent…"   14 minutes ago   '
+            "Exited (137) 11 minutes ago   qwen-vl",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "INFO 05-12 02:15:31 [backends.py:420] Using cache directory: /root/.cache/vllm",
+            '{"Status":"exited","Running":false,"OOMKilled":false,"ExitCode":1,"Error":""}',
+        ],
+        "other",
+        False,
+    ),
 ]
 
 

@@ -551,3 +551,23 @@ def test_an_engine_not_yet_up_or_failed_after_it_is_not_ready():
     # vLLM gone (the worker's view): an engine that came up and exited failed
     classifier = Classifier(PACK).feed_all([*ENGINE, CAPTURED])
     assert classifier.diagnosis(exited=True).state is State.FAILED_TRANSIENT
+
+
+@pytest.mark.parametrize("prefix", ["", "(EngineCore_0 pid=12) "])
+@pytest.mark.parametrize("width", [80, 100, 120, 160])
+def test_a_message_of_a_terminals_width_is_not_joined_with_the_next_record(width, prefix):
+    """An exception line that happens to be exactly a common width looks cut by a
+    terminal; the next line begins with vLLM's logger header, a record of its own (the
+    rest of a cut message never begins with one): it is not the message going on."""
+    opening, ending = "AttributeError: Model ", " does not support BitsAndBytes quantization yet."
+    message = opening + "M" * (width - len(opening) - len(ending)) + ending
+    assert len(message) == width and wrapped_at_width(message)
+    lines = [
+        "Traceback (most recent call last):",
+        message,
+        f"{prefix}ERROR 10-05 12:33:37 api_server.py:188] RPCServer process died before "
+        "responding to readiness probe",
+    ]
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.category is Category.MODEL_REQUIREMENT, diagnosis
+        assert diagnosis.evidence is not None and diagnosis.evidence.text == message

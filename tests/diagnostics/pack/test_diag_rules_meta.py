@@ -108,6 +108,10 @@ WITHOUT_A_REAL_LOG = {
     # a temporary status without the hub's URL (held-out set EQ: a web UI's proxy):
     # the real logs' statuses name the hub, which hub-unreachable reads
     "http-status-temporary": "test_wordings.WORDINGS",
+    # uvicorn's bind error (its startup) for an address or port the setting cannot use,
+    # and a Git LFS pointer read as weights: written from their code (held-out set IF)
+    "bind-address-not-usable": "test_wordings.WORDINGS",
+    "weights-are-lfs-pointers": "test_wordings.WORDINGS",
 }
 
 
