@@ -1654,6 +1654,37 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "network",
         False,
     ),
+    # The raylet's summary of its workers' ends (node_manager.cc): killed for memory only
+    # when it counts one; "0 Workers ... killed due to memory pressure" after another
+    # cause (here a GPU fault) says no memory kill happened.
+    (
+        [
+            "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+            "(raylet, ip=10.1.4.22) [2024-07-25 04:18:41,009 E 381 381] (raylet) "
+            "node_manager.cc:3069: 0 Workers (tasks / actors) killed due to memory pressure "
+            "(OOM), 1 Workers crashed due to other reasons at node (ID: 7a0c4e91) which has "
+            "IP 10.1.4.22. Refer to the documentation on how to address the out of memory "
+            "issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "(raylet) node_manager.cc:3069: 0 Workers (tasks / actors) killed due to memory "
+            "pressure (OOM), 3 Workers crashed due to other reasons at node (ID: 7a0c4e91)",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "(raylet) node_manager.cc:3069: 2 Workers (tasks / actors) killed due to memory "
+            "pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 7a0c4e91)",
+        ],
+        "oom",
+        True,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [
