@@ -1685,6 +1685,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "oom",
         True,
     ),
+    # vLLM's Ray executor still waiting for its placement group after minutes
+    # (ray_utils._wait_until_pg_ready's report): the log ends stuck there.
+    (
+        [
+            "INFO 11-27 18:20:09 api_server.py:585] vLLM API server version 0.6.4.post1",
+            "INFO 11-27 18:25:35 ray_utils.py:270] Waiting for creating a placement group of "
+            "specs for 310 seconds. specs=[{'GPU': 1.0, 'node:10.0.0.2': 0.001}, {'GPU': 1.0}].",
+        ],
+        "bad_config",
+        True,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [

@@ -350,3 +350,33 @@ def test_an_error_or_another_services_warning_is_not_forgotten():
         ENGINE_DONE.format(prefix="vllm-b-1  | "),
     ]
     assert both_paths(services).rule == "tensor-parallel-gpu-count"
+
+
+PG_WAIT = (
+    "INFO 11-27 18:22:55 ray_utils.py:270] Waiting for creating a placement group of specs "
+    "for {seconds} seconds. specs=[{{'GPU': 1.0, 'node:192.168.40.21': 0.001}}, {{'GPU': 1.0}}]. "
+    "Check `ray status` to see if you have enough resources."
+)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "after", "state"),
+    [
+        (10, [], State.STARTING),  # a cluster that provides the GPUs in seconds
+        (70, [], State.STARTING),
+        (150, [], State.FAILED_PERMANENT),  # stuck: the log ends in the wait
+        (1270, ["^C"], State.FAILED_PERMANENT),  # the user stopped it
+        (150, [ENGINE_DONE.format(prefix="")], State.LOADING),  # the GPUs came after all
+        (
+            310,
+            ["RuntimeError: CUDA error: an illegal memory access was encountered"],
+            State.FAILED_TRANSIENT,
+        ),  # a cause printed after the wait decides
+    ],
+)
+def test_a_start_stuck_on_a_placement_group(seconds, after, state):
+    lines = [SERVER, PG_WAIT.format(seconds=seconds), *after]
+    diagnosis = both_paths(lines)
+    assert diagnosis.state is state
+    if state is State.FAILED_PERMANENT:
+        assert diagnosis.rule == "placement-group-never-ready"

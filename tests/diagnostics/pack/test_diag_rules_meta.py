@@ -114,6 +114,8 @@ WITHOUT_A_REAL_LOG = {
     "weights-are-lfs-pointers": "test_wordings.WORDINGS",
     # the raylet's summary counting no memory kill (node_manager.cc; held-out set IH)
     "ray-workers-crashed-not-oom": "test_wordings.WORDINGS",
+    # vLLM's Ray executor's wait report (ray_utils.py), a start stuck on it (set IF)
+    "placement-group-never-ready": "test_wordings.WORDINGS",
 }
 
 
