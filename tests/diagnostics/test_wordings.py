@@ -1696,6 +1696,25 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # Amazon ECS's description of a stopped task: its container killed for the task's
+    # memory (oom), or exited with a code and no reason (other, transient).
+    (
+        [
+            '            "exitCode": 137,',
+            '            "reason": "OutOfMemoryError: Container killed due to memory usage"',
+            "INFO 02-27 14:03:26 model_runner.py:1110] Starting to load model Qwen/Qwen2.5-32B",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "INFO 02-27 14:03:26 model_runner.py:1110] Starting to load model Qwen/Qwen2.5-32B",
+            '            "exitCode": 1,',
+        ],
+        "other",
+        False,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [
