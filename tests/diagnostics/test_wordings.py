@@ -1715,6 +1715,38 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # Two options the user chose that do not go together (a quantization with a
+    # parallelism, eager mode): bad_config, also in vLLM 0.5's worker report; the
+    # model's own limit ("Model X does not support LoRA") stays model_requirement.
+    (
+        ["ValueError: BitsAndBytes quantization with TP or PP is not supported yet."],
+        "bad_config",
+        True,
+    ),
+    (
+        ["ValueError: BitsAndBytes with enforce_eager = False is not supported yet."],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "(VllmWorkerProcess pid=9) ERROR 09-10 15:27:03 multiproc_worker_utils.py:233] "
+            "Exception in worker VllmWorkerProcess while processing method load_model: "
+            "Prequant BitsAndBytes models with TP is not supported.Please try with PP., "
+            "Traceback (most recent call last):",
+            "ValueError: Prequant BitsAndBytes models with TP is not supported.Please try with PP.",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ValueError: Model Qwen2MoeForCausalLM does not support LoRA, but LoRA is enabled. "
+            "Support for this model may be added in the future."
+        ],
+        "model_requirement",
+        True,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [
