@@ -61,6 +61,11 @@ CHOSEN_VALUE = [
     # a feature vLLM offers through one engine, chosen with another (catalogued)
     "NotImplementedError: Pipeline parallelism is only supported through AsyncLLMEngine as "
     "performance will be severely degraded otherwise.",
+    # two options chosen together that vLLM does not support together
+    "ValueError: BitsAndBytes quantization with TP or PP is not supported yet.",
+    "ValueError: BitsAndBytes with enforce_eager = False is not supported yet.",
+    "ValueError: Prequant BitsAndBytes models with TP is not supported.Please try with PP.",
+    "NotImplementedError: GPTQ with pipeline parallelism is not supported yet.",
 ]
 
 
