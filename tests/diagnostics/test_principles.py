@@ -397,6 +397,15 @@ def test_a_lookup_that_failed_with_the_hub_switched_off_is_an_offline_cache_miss
     assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)
     folder = "RuntimeError: Cannot find any model weights with `/models/ministral-8b`"
     assert classify_lines([offline, *TB, folder]).state is State.FAILED_PERMANENT
+    # vLLM 0.8+'s wording names no model: offline, the cache is the likelier miss
+    unnamed = (
+        "ValueError: Could not detect config format for no config file found. Ensure your "
+        "model has either config.json (HF format) or params.json (Mistral format)."
+    )
+    diagnosis = classify_lines([offline, *TB, unnamed])
+    assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)
+    alone = classify_lines([*TB, unnamed])
+    assert (str(alone.category), alone.state) == ("model_not_found", State.FAILED_PERMANENT)
 
 
 @pytest.mark.parametrize(("line", "category"), STATUS)
