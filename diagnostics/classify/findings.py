@@ -180,7 +180,11 @@ class Findings:
         # after an exception line, another one is the next exception, not its message
         # (after a `raise X(` code line, it is the exception that line raised)
         following = not cut and _EXCEPTION_LINE.match(hit.text.lstrip())
-        new = _RECORD.match(line) or (following and _EXCEPTION_LINE.match(line))
+        new = (
+            _RECORD.match(line)
+            or (following and _EXCEPTION_LINE.match(line))
+            or line.lstrip().startswith(_TRACEBACK_LINES)  # the record's traceback follows
+        )
         if line.rstrip() == text and len(hit.following) < limit and not new:
             spaces = before[len(before.rstrip()) :]
             hit.following.append(stored(spaces + line.rstrip()))
@@ -208,6 +212,10 @@ def warned(raw: str) -> bool:
     exception is never forgotten there: another engine (data parallel) may have
     printed it."""
     return _BELOW_ERROR.search(raw) is not None
+
+
+# A traceback's header or frame: never the message going on.
+_TRACEBACK_LINES = ("Traceback (most recent call last)", 'File "')
 
 
 # An exception line (not after a line cut at a terminal's width).

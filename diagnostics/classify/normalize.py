@@ -235,15 +235,28 @@ def wrapped_at_width(line: str) -> bool:
 
 def continuation(line: str, first: str) -> str:
     """A wrapped line's continuation as the message goes on: without the process prefix
-    it carries when the first part (``first``, raw) carries the same one, and without a
-    quote marker when the first part is quoted too."""
+    it carries when the first part (``first``, raw) carries the same one, without a
+    quote marker when the first part is quoted too, and without vLLM's logger header
+    when the first part carries the same one (one record's message over several lines)."""
     quote, quoted = _QUOTE.match(line), _QUOTE.match(first)
     if quote is not None and quoted is not None:
         line, first = line[quote.end() :], first[quoted.end() :]
     prefix = _PROCESS_PREFIX.match(line)
     if prefix is not None and first.startswith(prefix.group().rstrip()):
-        return line[prefix.end() :]
+        own = _PROCESS_PREFIX.match(first)
+        line, first = line[prefix.end() :], first[own.end() :] if own is not None else first
+    # vLLM's logger repeats a record's header on each line of a multi-line message (its
+    # NewLineFormatter): the same header on the next line is the same record going on.
+    header = _LOGGER_HEADER.match(line)
+    if header is not None and first.startswith(header.group()):
+        return line[header.end() :]
     return line
+
+
+_LOGGER_HEADER = re.compile(
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"\[?[\w.\-]+\.py:\d+\] "
+)
 
 
 def unwrapped_part(line: str) -> str:

@@ -571,3 +571,44 @@ def test_a_message_of_a_terminals_width_is_not_joined_with_the_next_record(width
     for diagnosis in _both_ways(lines):
         assert diagnosis.category is Category.MODEL_REQUIREMENT, diagnosis
         assert diagnosis.evidence is not None and diagnosis.evidence.text == message
+
+
+HEADERS = {
+    "bare": "",
+    "v0-engine": "ERROR 10-28 04:13:11 engine.py:390] ",
+    "v1-engine-core": "(EngineCore_0 pid=287) ERROR 08-27 11:51:37 [core.py:700] ",
+}
+
+
+@pytest.mark.parametrize("header", HEADERS.values(), ids=HEADERS.keys())
+def test_one_records_message_over_several_lines_under_its_header_is_read_whole(header):
+    """vLLM's logger repeats a record's header on every line of a multi-line message
+    (its NewLineFormatter): the same header on the next line is the message going on.
+    vLLM's kernel chooser lists each kernel's reason on a line of its own; the reason
+    that names a setting decides (a whole catalogued message in the continuation)."""
+    lines = [
+        f"{header}Traceback (most recent call last):",
+        f"{header}ValueError: Failed to find a kernel that can implement the WNA16 linear "
+        "layer. Reasons: ",
+        f"{header} MacheteLinearKernel cannot implement due to: Machete requires compute "
+        "capability of 90 (current capability: 80)",
+        f"{header} MarlinLinearKernel cannot implement due to: Weight "
+        "input_size_per_partition = 3696 is not divisible by min_thread_k = 128. Consider "
+        "reducing tensor_parallel_size or running with --quantization gptq.",
+    ]
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.category is Category.BAD_CONFIG, diagnosis
+        assert diagnosis.evidence is not None and diagnosis.evidence.line == 2
+
+
+def test_another_record_under_the_same_header_after_a_traceback_line_is_not_the_message():
+    """The record's traceback, under the same header, is not its message going on."""
+    header = HEADERS["v0-engine"]
+    lines = [
+        f"{header}No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine.",
+        f"{header}Traceback (most recent call last):",
+        f'{header}  File "/usr/lib/python3/dist-packages/vllm/engine/llm_engine.py", line 1',
+    ]
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.category is Category.KV_CACHE
