@@ -1747,6 +1747,24 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # vLLM's engine timeout (v1/engine/utils.py) alone, and after a stalled download
+    (
+        [
+            "(APIServer pid=1) TimeoutError: Timed out waiting for engine core processes to "
+            "start. This is often caused by slow weight loading for large models. Waited 600s "
+            "(configured by VLLM_ENGINE_READY_TIMEOUT_S)."
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "model-00009-of-00014.safetensors:  17%|█▋        | 783M/4.62G [09:41<???, 0.00B/s]",
+            "(APIServer pid=1) TimeoutError: Timed out waiting for engine core processes to start.",
+        ],
+        "network",
+        False,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [

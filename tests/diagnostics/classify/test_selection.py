@@ -380,3 +380,44 @@ def test_a_start_stuck_on_a_placement_group(seconds, after, state):
     assert diagnosis.state is state
     if state is State.FAILED_PERMANENT:
         assert diagnosis.rule == "placement-group-never-ready"
+
+
+ENGINE_TIMEOUT = (
+    "(APIServer pid=1) TimeoutError: Timed out waiting for engine core processes to start. "
+    "This is often caused by slow weight loading for large models. Waited 600s (configured "
+    "by VLLM_ENGINE_READY_TIMEOUT_S)."
+)
+BAR = "model-00011-of-00014.safetensors:  33%|███▎      | 1.52G/4.62G [09:41<{eta}, {rate}]"
+STALLED, MOVING = BAR.format(eta="???", rate="0.00B/s"), BAR.format(eta="29:05", rate="1.78MB/s")
+CUDA_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+    "total capacity of 79.10 GiB of which 1.00 GiB is free."
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "rule", "state"),
+    [
+        ([ENGINE_TIMEOUT], "engine-start-timed-out", State.FAILED_PERMANENT),
+        ([MOVING, ENGINE_TIMEOUT], "engine-start-timed-out", State.FAILED_PERMANENT),
+        ([STALLED, ENGINE_TIMEOUT], "hub-download-stalled", State.FAILED_TRANSIENT),
+        ([STALLED], "hub-download-stalled", State.FAILED_TRANSIENT),
+        ([STALLED, "INFO:     Application startup complete."], None, State.READY),
+        ([CUDA_OOM, ENGINE_TIMEOUT], "cuda-oom-allocate", State.FAILED_PERMANENT),
+        ([STALLED, CUDA_OOM], "cuda-oom-allocate", State.FAILED_PERMANENT),
+    ],
+    ids=[
+        "timeout",
+        "moving",
+        "stalled-timeout",
+        "stalled",
+        "resumed",
+        "oom-timeout",
+        "stalled-oom",
+    ],
+)
+def test_an_engine_timeout_names_what_made_the_start_slow(lines, rule, state):
+    """vLLM's engine timeout is a consequence; a download that stalled before it is the
+    network's; any cause printed decides."""
+    diagnosis = both_paths([SERVER, *lines])
+    assert (diagnosis.rule, diagnosis.state) == (rule, state)

@@ -119,6 +119,10 @@ WITHOUT_A_REAL_LOG = {
     # vLLM's own wordings of options that do not go together (config.py, the BnB
     # loader): held-out sets' logs only (AI, GI, BB)
     "options-not-supported-together": "test_wordings.WORDINGS",
+    # vLLM's engine timeout (v1/engine/utils.py) and huggingface_hub's progress bar
+    # stalled: written from their code (held-out set IT)
+    "engine-start-timed-out": "test_wordings.WORDINGS",
+    "hub-download-stalled": "test_wordings.WORDINGS",
 }
 
 
