@@ -406,6 +406,18 @@ def test_a_lookup_that_failed_with_the_hub_switched_off_is_an_offline_cache_miss
     assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)
     alone = classify_lines([*TB, unnamed])
     assert (str(alone.category), alone.state) == ("model_not_found", State.FAILED_PERMANENT)
+    # transformers' own conclusions for a hub id's tokenizer and config
+    for line in (
+        "OSError: Can't load tokenizer for 'meta-llama/Llama-3.1-8B-Instruct'. If you were "
+        "trying to load it from 'https://huggingface.co/models', make sure you don't have a "
+        "local directory with the same name.",
+        "OSError: Can't load the configuration of 'Qwen/Qwen2.5-7B-Instruct'. If you were "
+        "trying to load it from 'https://huggingface.co/models', make sure you don't have a "
+        "local directory with the same name.",
+    ):
+        diagnosis = classify_lines([offline, *TB, line])
+        assert (str(diagnosis.category), diagnosis.state) == ("network", State.FAILED_TRANSIENT)
+        assert classify_lines([*TB, line]).state is State.FAILED_PERMANENT
 
 
 @pytest.mark.parametrize(("line", "category"), STATUS)

@@ -1765,6 +1765,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "network",
         False,
     ),
+    # protobuf 4+ refusing code generated for protobuf 3: what the image pins
+    (
+        [
+            "TypeError: Descriptors cannot not be created directly.",
+            "If this call came from a _pb2.py file, your generated code is out of date and "
+            "must be regenerated with protoc >= 3.19.0.",
+        ],
+        "other",
+        True,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [
