@@ -1775,6 +1775,36 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # Argo Workflows' step message for a pod killed for its memory limit
+    (
+        [
+            "INFO 09-12 03:41:02 model_runner.py:1014] Starting to load model meta-llama/x...",
+            " └─✖ serve           vllm-serve     llm-eval-7xk2p-serve-2611794021  2m        "
+            "OOMKilled (exit code 137)",
+        ],
+        "oom",
+        True,
+    ),
+    # torch's message cut short of "this process has"'s number: the process it lists
+    # before "this process" is another, holding most of the GPU (transient) or little
+    (
+        [
+            "CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of "
+            "79.25 GiB of which 2.19 GiB is free. Process 1877 has 48.22 GiB memory in use. "
+            "Including non-PyTorch memory, this process has 28.8"
+        ],
+        "oom",
+        False,
+    ),
+    (
+        [
+            "CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of "
+            "79.25 GiB of which 2.19 GiB is free. Process 1877 has 1.22 GiB memory in use. "
+            "Including non-PyTorch memory, this process has 75.8"
+        ],
+        "oom",
+        True,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [
