@@ -66,6 +66,9 @@ CHOSEN_VALUE = [
     "ValueError: BitsAndBytes with enforce_eager = False is not supported yet.",
     "ValueError: Prequant BitsAndBytes models with TP is not supported.Please try with PP.",
     "NotImplementedError: GPTQ with pipeline parallelism is not supported yet.",
+    # a limit whose message says which option to turn off
+    "ValueError: Full CUDAGraph not supported for FlashInferBackend. Turn off "
+    "CompilationConfig.full_cuda_graph or use a different attention backend.",
 ]
 
 

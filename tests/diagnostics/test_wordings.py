@@ -1805,6 +1805,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "oom",
         True,
     ),
+    # torch's compiler without Triton, the inner exception under dynamo's report
+    (
+        [
+            "torch._dynamo.exc.BackendCompilerFailed: backend='<vllm.compilation.backends."
+            "VllmBackend object at 0xfffe6c2b1d90>' raised:",
+            "TritonMissing: Cannot find a working triton installation. Either the package is "
+            "not installed or it is too old.",
+        ],
+        "other",
+        True,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [
