@@ -1816,6 +1816,40 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # torch.distributed's and Gloo's words for a rendezvous setting that cannot work
+    (
+        [
+            "ValueError: Error initializing torch.distributed using env:// rendezvous: "
+            "environment variable MASTER_ADDR expected, but not set"
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. "
+            "Unable to find address for: eth1"
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        ["ValueError: Port could not be cast to integer value as '4c8:1200::17:44:41211'"],
+        "bad_config",
+        True,
+    ),
+    # vLLM's server socket bound to a --host not on this machine
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/'
+            'api_server.py", line 834, in create_server_socket',
+            "    sock.bind(addr)",
+            "OSError: [Errno 99] Cannot assign requested address",
+        ],
+        "bad_config",
+        True,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [

@@ -123,6 +123,9 @@ WITHOUT_A_REAL_LOG = {
     # stalled: written from their code (held-out set IT)
     "engine-start-timed-out": "test_wordings.WORDINGS",
     "hub-download-stalled": "test_wordings.WORDINGS",
+    # torch.distributed's, Gloo's and vLLM's socket words (held-out set JM)
+    "distributed-setting-unusable": "test_wordings.WORDINGS",
+    "server-socket-address-not-usable": "test_wordings.WORDINGS",
 }
 
 
