@@ -1850,6 +1850,15 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # torch 2.6+'s weights_only default refusing a pickled checkpoint
+    (
+        [
+            "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, "
+            "to do so you have two options"
+        ],
+        "other",
+        True,
+    ),
     # docker ps's and docker inspect's report of a container's exit (no cause printed)
     (
         [
