@@ -253,10 +253,10 @@ def continuation(line: str, first: str) -> str:
     return line
 
 
-_LOGGER_HEADER = re.compile(
-    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
-    r"\[?[\w.\-]+\.py:\d+\] "
-)
+# The start of vLLM's logger header as it prints it: level, date and time (also the start
+# of a record of its own: diagnostics.classify.wrapping).
+LOGGER_HEADER_START = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
+_LOGGER_HEADER = re.compile(LOGGER_HEADER_START + r"(?:\.\d+)? \[?[\w.\-]+\.py:\d+\] ")
 
 
 def unwrapped_part(line: str) -> str:

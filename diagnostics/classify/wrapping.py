@@ -6,7 +6,13 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from diagnostics.classify.normalize import OWN_PREFIX, continuation, normalize, unwrapped_part
+from diagnostics.classify.normalize import (
+    LOGGER_HEADER_START,
+    OWN_PREFIX,
+    continuation,
+    normalize,
+    unwrapped_part,
+)
 from diagnostics.pack.pack import MAX_MESSAGE_LINES
 
 # A message hard-wrapped over more lines is not joined further: the most lines one
@@ -26,9 +32,7 @@ class Wrapped(NamedTuple):
 
 
 # vLLM's logger header (under a process's own prefix): the start of a record of its own.
-_RECORD_START = re.compile(
-    rf"^(?:{OWN_PREFIX} ?)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
-)
+_RECORD_START = re.compile(rf"^(?:{OWN_PREFIX} ?)?{LOGGER_HEADER_START}")
 
 
 def continues(wrapped: Wrapped, line: str) -> bool:
