@@ -19,6 +19,54 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # A weight file opened by its path that is not there: a folder of the user's
+    # (tensorizer's URI here) is model_not_found; one the hub cache's snapshot lists
+    # but does not hold is a download to repeat.
+    (
+        [
+            "[rank0]:     handle: typing.BinaryIO = open(path_uri, mode)",
+            "[rank0]: FileNotFoundError: [Errno 2] No such file or directory: '/mnt/tensorized/m/v1/model.tensors'",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "FileNotFoundError: [Errno 2] No such file or directory: "
+            "'/root/.cache/huggingface/hub/models--a--b/snapshots/0a1b/model-00002-of-00004.safetensors'",
+        ],
+        "network",
+        False,
+    ),
+    # gguf's reader on a file shorter than its header says (a cut download): numpy's
+    # reshape refusal read through gguf_reader's frames is network; the same words in
+    # model code are not.
+    (
+        [
+            'vllm-1  |   File "/usr/local/lib/python3.12/dist-packages/gguf/gguf_reader.py", line 314, in _build_tensors',
+            "vllm-1  |     data = self._get(data_offs, item_type, item_count).reshape(np_dims),",
+            "vllm-1  | ValueError: cannot reshape array of size 0 into shape (14336,2304)",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            'File "/usr/lib/python3/site-packages/gguf/gguf_reader.py", line 130, in __init__',
+            "ValueError: cannot reshape array of size 1024 into shape (4096,11008)",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            'File "/usr/local/lib/python3.10/dist-packages/vllm/model_executor/models/llama.py", line 412, in load_weights',
+            "    loaded_weight = loaded_weight.reshape(shape)",
+            "ValueError: cannot reshape array of size 4096 into shape (4096,4096)",
+        ],
+        "other",
+        True,
+    ),
     # A platform's report of the exit, after the start's last lines: a failed start (a
     # SIGKILL or any other code, a cause not printed: transient).
     (
