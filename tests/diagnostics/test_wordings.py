@@ -19,6 +19,46 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # The image's CUDA toolkit older than the GPU a JIT kernel (FlashInfer's ninja
+    # build, Triton's ptxas) compiles for: the same image fails the same way.
+    (
+        [
+            "ERROR 06-03 21:17:55 [core.py:500] RuntimeError: Ninja build failed. Ninja output:",
+            "ERROR 06-03 21:17:55 [core.py:500] FAILED: batch_prefill.cuda.o",
+            "ERROR 06-03 21:17:55 [core.py:500] nvcc fatal   : Unsupported gpu architecture 'compute_120a'",
+        ],
+        "other",
+        True,
+    ),
+    (["ptxas fatal   : Value 'sm_120a' is not defined for option 'gpu-name'"], "other", True),
+    (["RuntimeError: Ninja build failed. Ninja output:"], "other", True),
+    # transformers' fast tokenizer without the package its slow one needs (no "Please").
+    (
+        [
+            "ValueError: Cannot instantiate this tokenizer from a slow version. If it's based "
+            "on sentencepiece, make sure you have sentencepiece installed.",
+        ],
+        "other",
+        True,
+    ),
+    # transformers' dynamic-modules cache changed under the start (replicas sharing it).
+    (
+        [
+            "    init_path.touch()",
+            "FileNotFoundError: [Errno 2] No such file or directory: "
+            "'/mnt/nfs/hf/modules/transformers_modules/org/repo/__init__.py'",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "FileExistsError: [Errno 17] File exists: "
+            "'/root/.cache/huggingface/modules/transformers_modules/org/repo'",
+        ],
+        "other",
+        False,
+    ),
     # A weight file opened by its path that is not there: a folder of the user's
     # (tensorizer's URI here) is model_not_found; one the hub cache's snapshot lists
     # but does not hold is a download to repeat.

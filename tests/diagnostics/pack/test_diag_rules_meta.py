@@ -50,6 +50,9 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # transformers' dynamic-modules cache written by two processes (dynamic_module_utils
+    # create_dynamic_module; held-out JS)
+    "modules-cache-changed": "test_wordings.WORDINGS",
     # gguf's reader on a cut file (gguf/gguf_reader.py _build_tensors; held-out JL)
     "gguf-file-truncated": "test_wordings.WORDINGS",
     # ModelScope's client (modelscope/hub/errors.py), botocore's error wordings and
