@@ -19,6 +19,19 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # Two features the user switched on, the limit written with the first first: the
+    # options (bad_config); a model's own limit in the same words stays the model's.
+    (["> ValueError: LoRA is not supported with chunked prefill yet."], "bad_config", True),
+    (
+        ["ValueError: Speculative decoding is not supported with multi-step (--num-scheduler-steps > 1)"],
+        "bad_config",
+        True,
+    ),
+    (
+        ["NotImplementedError: Pipeline parallelism is not supported for this model. Supported models implement the `SupportsPP` interface."],
+        "model_requirement",
+        True,
+    ),
     # The image's CUDA toolkit older than the GPU a JIT kernel (FlashInfer's ninja
     # build, Triton's ptxas) compiles for: the same image fails the same way.
     (
