@@ -19,6 +19,32 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # No weights of the load format the start forced (logged among its arguments or in
+    # its engine config): the format chosen (bad_config); with auto, the folder's.
+    (
+        [
+            "INFO 03-12 10:00:00 llm_engine.py:70] Initializing an LLM engine with config: model='/m', load_format=safetensors, tensor_parallel_size=1",
+            "RuntimeError: Cannot find any model weights with `/m`",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "INFO 01-29 15:40:10 [utils.py:326] non-default args: {'model': '/models/v', 'load_format': 'runai_streamer'}",
+            "ERROR 01-29 15:40:17 engine.py:387] Cannot find any safetensors model weights with `/models/v`",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "INFO 03-12 10:00:00 llm_engine.py:70] Initializing an LLM engine with config: model='/m', load_format=LoadFormat.AUTO, tensor_parallel_size=1",
+            "RuntimeError: Cannot find any model weights with `/m`",
+        ],
+        "model_not_found",
+        True,
+    ),
     # Two features the user switched on, the limit written with the first first: the
     # options (bad_config); a model's own limit in the same words stays the model's.
     (["> ValueError: LoRA is not supported with chunked prefill yet."], "bad_config", True),
