@@ -19,6 +19,27 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # The GPU-count check written with its factors; Gloo's receive another rank never
+    # answered (the CPU group's timeout: the ranks' link, as NCCL's watchdog).
+    (
+        [
+            "ERROR 06-28 10:03:03 [core.py:586] AssertionError: tensor_parallel_size (8) x "
+            "pipeline_parallel_size (2) = 16 is larger than the number of available GPUs (8) in this node.",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "(VllmWorker rank=4 pid=915) ERROR 06-11 08:47:16 [multiproc_executor.py:470] RuntimeError: "
+            "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete",
+            "ERROR 06-11 08:47:16 [core.py:515] RuntimeError: Worker failed with error '[../third_party/gloo/gloo/"
+            "transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete', please "
+            "check the stack trace above for the root cause",
+        ],
+        "cuda_fault",
+        False,
+    ),
     # No weights of the load format the start forced (logged among its arguments or in
     # its engine config): the format chosen (bad_config); with auto, the folder's.
     (
