@@ -19,6 +19,25 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # docker inspect asked for OOMKilled by a format string: its bare answer decides.
+    (
+        [
+            "Exited (137) 48 seconds ago",
+            "$ docker inspect -f '{{.State.OOMKilled}} {{.State.ExitCode}}' 9b2e0f6c1a7d",
+            "true 137",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "Exited (137) 48 seconds ago",
+            "$ docker inspect -f '{{.State.OOMKilled}} {{.State.ExitCode}}' 9b2e0f6c1a7d",
+            "false 137",
+        ],
+        "other",
+        False,
+    ),
     # The GPU-count check written with its factors; Gloo's receive another rank never
     # answered (the CPU group's timeout: the ranks' link, as NCCL's watchdog).
     (

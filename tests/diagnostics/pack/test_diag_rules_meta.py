@@ -50,6 +50,8 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # docker inspect -f '{{.State.OOMKilled}}' (held-out KB)
+    "container-oom-killed-asked": "test_wordings.WORDINGS",
     # Gloo's tcp transport (unbound_buffer.cc) timing out (held-out KC)
     "gloo-collective-timeout": "test_wordings.WORDINGS",
     # the corpus's vllm-3329 is its one line without the arguments (held-out JL)
