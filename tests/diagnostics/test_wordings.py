@@ -19,6 +19,20 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # A notebook's notice of its runtime killed for memory, after the start's lines.
+    (
+        [
+            "pytorch_model-00002-of-00002.bin: 100% 3.50G/3.50G [00:26<00:00, 133MB/s]",
+            "Your session crashed after using all available RAM. If you are interested in access to high-RAM runtimes, you may want to check out Colab Pro.",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        ["Your notebook tried to allocate more memory than is available. It has restarted."],
+        "oom",
+        True,
+    ),
     # docker inspect asked for OOMKilled by a format string: its bare answer decides.
     (
         [
