@@ -103,12 +103,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     # options (bad_config); a model's own limit in the same words stays the model's.
     (["> ValueError: LoRA is not supported with chunked prefill yet."], "bad_config", True),
     (
-        ["ValueError: Speculative decoding is not supported with multi-step (--num-scheduler-steps > 1)"],
+        [
+            "ValueError: Speculative decoding is not supported with multi-step (--num-scheduler-steps > 1)"
+        ],
         "bad_config",
         True,
     ),
     (
-        ["NotImplementedError: Pipeline parallelism is not supported for this model. Supported models implement the `SupportsPP` interface."],
+        [
+            "NotImplementedError: Pipeline parallelism is not supported for this model. Supported models implement the `SupportsPP` interface."
+        ],
         "model_requirement",
         True,
     ),
