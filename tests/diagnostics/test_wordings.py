@@ -19,6 +19,24 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # A notebook's kernel that died under the start, no cause printed (transient).
+    (
+        [
+            "INFO 01-16 11:05:44 llm_engine.py:70] Initializing an LLM engine with config: model='m'",
+            "Kernel Restarting",
+            "The kernel for serve.ipynb appears to have died. It will restart automatically.",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "INFO 01-16 11:05:44 [loader.py:1] Loading weights",
+            "The Kernel crashed while executing code in the current cell or a previous cell. Please review the code in the cell(s) to identify a possible cause of the failure.",
+        ],
+        "other",
+        False,
+    ),
     # A notebook's notice of its runtime killed for memory, after the start's lines.
     (
         [
