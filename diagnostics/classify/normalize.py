@@ -77,9 +77,12 @@ _PREFIXES = re.compile(
     | E\ {3,}(?=\S)                                                 # pytest failure lines
     | \[pod/[\w.\-]+/[\w.\-]+\]\s                                     # kubectl logs --prefix
     # a log tailer's pod and container names (stern's "<pod> <container> "), before a
-    # process's own prefix or vLLM's header
+    # process's own prefix or vLLM's header, or a traceback's header, frame or exception
+    # line (a name with Error or Exception, then ": " or the line's end)
     | [\w.\-]{1,64}\ (?:[\w.\-]{1,64}\ )?(?=\([^()]*\bpid=\d+[^()]*\)
-        |(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ \d\d-\d\d\ \d\d:\d\d:\d\d)
+        |(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ \d\d-\d\d\ \d\d:\d\d:\d\d
+        |Traceback\ \(most\ recent\ call\ last\):$|\ +File\ "
+        |(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\ |$))
     # a launcher's tag of its program ([qwen-7b] ), before what reads as a log line or a
     # traceback's (not an in-band tag: vLLM's "[shutdown] API server", torch's "[c10d]")
     | \[[A-Za-z][\w.\-]{0,63}\]\ (?=(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\(|\s

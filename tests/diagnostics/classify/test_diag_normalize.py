@@ -46,10 +46,21 @@ MSG = "ValueError: No available memory for the cache blocks."
         f"decode-7f6c9d-0 vllm (EngineCore_DP0 pid=175) ERROR 01-29 12:05:49 [core.py:866] {MSG}",
         f"decode-7f6c9d-0 vllm (EngineCore_DP0 pid=175) {MSG}",
         f"vllm-0 ERROR 01-29 12:05:49 [core.py:866] {MSG}",
+        # ... and before a traceback's own lines: its header and its exception line
+        f"vllm-7b-5f7d9c6b8-qjx2m vllm {MSG}",
     ],
 )
 def test_prefixes_are_stripped(raw):
     assert normalize(raw) == MSG
+
+
+def test_a_tailers_prefix_before_a_traceback_is_stripped():
+    pod = "vllm-7b-5f7d9c6b8-qjx2m vllm "
+    assert normalize(pod + "Traceback (most recent call last):") == (
+        "Traceback (most recent call last):"
+    )
+    frame = '  File "/x/vllm/attention/selector.py", line 88, in _which_attn_to_use'
+    assert normalize(pod + frame) == frame
 
 
 def test_traceback_indentation_is_kept():
@@ -72,6 +83,8 @@ def test_clean_raw_keeps_prefixes_but_not_colours():
         # words before a process named with its pid are the message's, not a tailer's
         "Killing process tree (EngineCore_DP0 pid=175)",
         "Worker proc VllmWorker-1 died unexpectedly, shutting down executor.",
+        # words before an exception's name in a sentence are kept when more than two
+        "The engine raised ValueError: bad value",
     ],
 )
 def test_an_in_band_tag_is_kept(line):
