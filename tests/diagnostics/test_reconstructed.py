@@ -9,6 +9,9 @@ from __future__ import annotations
 from diagnostics.command.accuracy import score
 from tests.diagnostics.cases import FIXTURES
 from tests.support.packs import shipped_pack
+from tests.support.scripts import load_script
+
+GEN_DOCS = load_script("gen_docs")
 
 ROOT = FIXTURES / "reconstructed"
 RIGHT_AT_LEAST = 11456  # of 11580, 2026-12-04, stop 44 (docs/diagnostics.md, "Held-out checks")
@@ -30,3 +33,15 @@ def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     assert [r.file for r in results if r.failed_called_not_failed] == []
     wrong = [f"{r.file}: {r.label} -> {r.predicted}" for r in results if not r.right]
     assert len(results) - len(wrong) >= RIGHT_AT_LEAST, "\n".join(wrong)
+    # docs/diagnostics.md's section of this set, from this one scoring (the docs test
+    # skips it: scoring the set twice would cost a quarter of the quick suite)
+    name = GEN_DOCS.RECONSTRUCTED
+    block = GEN_DOCS.accuracy_block(name, results, [])
+    docs = (FIXTURES.parent / "docs" / "diagnostics.md").read_text(encoding="utf-8")
+    begin, end = (
+        GEN_DOCS.BEGIN.format(name=f"accuracy-{name}"),
+        GEN_DOCS.END.format(name=f"accuracy-{name}"),
+    )
+    assert docs.split(begin, 1)[1].split(end, 1)[0].strip() == block, (
+        "docs/diagnostics.md is stale: run python scripts/gen_docs.py"
+    )

@@ -73,5 +73,8 @@ def test_ready_can_only_fail_transiently():
 
 
 def test_generated_docs_are_current():
-    result = run_python(["scripts/gen_docs.py", "--check"], dict(os.environ), timeout=300)
+    # The reconstructed set's section is checked by its own test, from the one scoring
+    # of its 11,000+ logs it makes (tests/diagnostics/test_reconstructed.py).
+    argv = ["scripts/gen_docs.py", "--check", "--skip", "accuracy-reconstructed"]
+    result = run_python(argv, dict(os.environ), timeout=300)
     assert result.returncode == 0, result.stdout + "\nrun: python scripts/gen_docs.py"
