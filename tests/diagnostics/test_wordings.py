@@ -19,6 +19,42 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # The model's volume that did not mount before the start: vLLM's missing path after
+    # it is a consequence (transient: the storage or the network to it).
+    (
+        [
+            "Jan 14 06:03:41 gpu-node-07 mount[1184]: mount.nfs: Connection timed out",
+            "Jan 14 06:03:41 gpu-node-07 systemd[1]: Failed to mount mnt-models.mount - /mnt/models.",
+            "Jan 14 06:04:01 gpu-node-07 vllm[2231]: huggingface_hub.errors.HFValidationError: Repo id must be in "
+            "the form 'repo_name' or 'namespace/repo_name': '/mnt/models/m'. Use `repo_type` argument if needed.",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            '  Warning  FailedMount  2m  kubelet  MountVolume.SetUp failed for volume "models" : mount failed: exit status 32',
+        ],
+        "other",
+        False,
+    ),
+    # AWS Neuron's runtime: its cores held by another process (a device fault).
+    (
+        [
+            "2024-Oct-15 09:38:02.0884 41502:41502 ERROR  NRT:nrt_allocate_neuron_cores               "
+            "Logical Neuron Core(s) not available - Requested:lnc0-lnc1 Available:0 Logical Core size:1",
+            "RuntimeError: Neuron runtime cannot be initialized; cannot determine the number of available NeuronCores",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: Neuron runtime cannot be initialized; cannot determine the number of available NeuronCores"
+        ],
+        "cuda_fault",
+        False,
+    ),
     # A notebook's kernel that died under the start, no cause printed (transient).
     (
         [
