@@ -21,7 +21,12 @@ from diagnostics.scanning.blockdb import (
 )
 from diagnostics.scanning.blocktext import _LOST_ESC_HINT, _cleaned, _joined_counted
 
-_HINT_IN_DATABASE = 64  # up to this many patterns, the lost-ESC search joins their scan
+# Up to this many patterns, the lost-ESC search joins their scan. The standings of the
+# memory and device-fault rules leave 62-131 patterns relevant (2026-12-04): at 64, the
+# kv-cache crash loop's 66 (two more memory patterns) cost it 0.72 -> 0.94 s a 524 MB
+# log, the cleaning pass on every block; at 160 the crash loops of ranks 9-14 (74-131
+# patterns) scan as fast as at 64 or faster (docs/benchmarks.md, stop 44).
+_HINT_IN_DATABASE = 160
 # A standing that leaves more than this share of the patterns relevant scans with the
 # database of every pattern, its matches filtered: a database of its own would scan
 # hardly faster, and each cost ~0.35 s to compile on an empty cache (16 of the pack's 30
