@@ -97,3 +97,48 @@ def attempt_before(
         if not block or seen + 1 >= line:
             return False
     return False
+
+
+def attempt_starts(
+    stream: BinaryIO, start: int, pack: RulePack, limit: int, count: int = 2
+) -> list[int]:
+    """The offsets where the first ``count`` attempts in the first ``limit`` bytes of
+    ``stream`` (its text begins at ``start``) begin: an attempt-marker line not right
+    after another (one start announces itself on consecutive lines: its version, its
+    arguments). The bytes are read into memory: ``limit`` bounds them."""
+    database = _markers(pack)
+    if database is None:
+        return []
+    size = min(limit, 256 << 10)  # a crash loop's second attempt is near: read more only if not
+    while True:
+        begins = _attempt_starts(stream, start, pack, database, size, count)
+        if len(begins) == count or size >= limit:
+            return begins
+        size = min(limit, size * 4)
+
+
+def _attempt_starts(
+    stream: BinaryIO,
+    start: int,
+    pack: RulePack,
+    database: hyperscan.Database,
+    size: int,
+    count: int,
+) -> list[int]:
+    stream.seek(start)
+    data = stream.read(size)
+    begins: list[int] = []
+    previous_end = -2
+    for found in sorted(set(_ends(database, data))):
+        line_start = data.rfind(b"\n", 0, max(found - 1, 0)) + 1
+        line_end = data.find(b"\n", max(found - 1, line_start))
+        if line_end < 0:
+            break  # the line goes on past what was read
+        if line_start <= previous_end or not _is_attempt(pack, data[line_start:line_end]):
+            continue
+        if line_start != previous_end + 1:
+            if len(begins) == count:
+                break
+            begins.append(start + line_start)
+        previous_end = line_end
+    return begins

@@ -20,19 +20,24 @@ its first lines and read back to front, through a temporary file, whatever its s
 from __future__ import annotations
 
 import codecs
+import io
 import re
 from typing import BinaryIO
 
-from diagnostics.classify.attempts import last_attempt_verdict
+from diagnostics.classify.attempts import decisive, last_attempt_verdict
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.serving import TAIL_BYTES, UNDER_WAY, with_serving
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
-from diagnostics.scanning.attemptseek import attempt_before, last_attempt
+from diagnostics.scanning.attemptseek import attempt_before, attempt_starts, last_attempt
 from diagnostics.scanning.streams import blocks, decoded, reversed_lines
 
 BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
+# A log this big is first judged by its last attempt alone (a crash loop captured):
+# ``_last_attempt_alone``. Smaller logs are read whole first, as they always were.
+LAST_ATTEMPT_FIRST_ABOVE = 64 << 20
+_FIRST_ATTEMPT_WITHIN = 8 << 20  # where a big log's first attempt must begin (read whole)
 _DETECT_SIZE = 8 * 1024 * 1024  # how much of a console export the order check reads
 _RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
 _REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
@@ -83,9 +88,12 @@ def _classify_attempts(
     (:mod:`diagnostics.classify.attempts`). The cheap questions first: an attempt began
     before the verdict's evidence (vLLM's first start is near the top), and one after it
     (read backwards from the end); the lines are counted from the last ready marker."""
+    pack = classifier.pack
+    alone = _last_attempt_alone(stream, start, pack, block_size)
+    if alone is not None:
+        return alone
     offset, lines = _classify_file(stream, start, classifier, block_size)
     verdict = classifier.diagnosis()
-    pack = classifier.pack
     if verdict.state in UNDER_WAY:  # or a server at work whose ready marker was cut off
         return with_serving(verdict, _tail(stream, start), pack)
     if not verdict.failed or verdict.evidence is None:
@@ -103,6 +111,53 @@ def _classify_attempts(
         return later.diagnosis()
 
     return last_attempt_verdict(verdict, line, pack, classify_from, lambda _line: True)
+
+
+def _last_attempt_alone(
+    stream: BinaryIO, start: int, pack: RulePack, block_size: int
+) -> Diagnosis | None:
+    """A big log's verdict read from its last attempt alone, or None to read it whole.
+
+    The whole log's verdict would be this one: of several attempts, the last one's own
+    cause replaces a cause an earlier attempt shows (``last_attempt_verdict``), and a
+    cause inside the last attempt is found reading that attempt alone. Three conditions
+    keep it so: attempts begin before the last (near the top: a failure before vLLM's
+    first start, a download step's, stands, so nothing before the first attempt may
+    fail); the last attempt names a cause of its own (else the whole log's verdict is
+    read, as for any log); and the first attempt alone fails the same way (a crash loop:
+    the same failure repeated, so no earlier line the last attempt lacks, such as an
+    offline setting printed once, decides). A crash loop of 500 MB is then read at its
+    last attempt, not in every block its repeated failure lines make relevant."""
+    end = stream.seek(0, 2)
+    if end - start <= LAST_ATTEMPT_FIRST_ABOVE:
+        return None
+    at = last_attempt(stream, start, pack, block_size)
+    begins = attempt_starts(stream, start, pack, _FIRST_ATTEMPT_WITHIN)
+    if at is None or len(begins) < 2 or begins[1] > at:
+        return None
+    first, second = begins[:2]
+    if _region(stream, start, first, pack).failed:
+        return None
+    later = Classifier(pack)
+    _classify_file(stream, at, later, block_size)
+    verdict = later.diagnosis()
+    if not decisive(verdict, pack):
+        return None
+    opening = _region(stream, first, second, pack)
+    if (opening.rule, opening.state) != (verdict.rule, verdict.state):
+        return None  # not the same failure repeated: read whole
+    assert verdict.evidence is not None
+    line = verdict.evidence.line + fastpath.count_lines(stream, start, at)
+    return verdict._replace(evidence=verdict.evidence._replace(line=line))
+
+
+def _region(stream: BinaryIO, begin: int, end: int, pack: RulePack) -> Diagnosis:
+    """The verdict of the bytes ``begin`` to ``end`` alone (at most a few MiB)."""
+    stream.seek(begin)
+    classifier = Classifier(pack)
+    data = stream.read(end - begin)
+    fastpath.classify_blocks(blocks(data, io.BytesIO(), BLOCK_SIZE), classifier)
+    return classifier.diagnosis()
 
 
 def _tail(stream: BinaryIO, start: int) -> list[str]:
