@@ -19,6 +19,23 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # A reasoning or tool-call parser chosen for another model family: its markers are
+    # not in this model's tokenizer (the option's).
+    (
+        [
+            "ERROR 07-10 18:04:15 [core.py:586] RuntimeError: DeepSeek R1 reasoning parser could not "
+            "locate think start/end tokens in the tokenizer!",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: Hermes 2 Pro Tool parser could not locate tool call start/end tokens in the tokenizer!"
+        ],
+        "bad_config",
+        True,
+    ),
     # The model's volume that did not mount before the start: vLLM's missing path after
     # it is a consequence (transient: the storage or the network to it).
     (
