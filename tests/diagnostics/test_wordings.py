@@ -19,6 +19,34 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # NFS's stale handle (the export changed under the client: another mount reads
+    # it); Python's tempfile with no folder it may write (a read-only root: the same
+    # container fails the same way); docker inspect's OOMKilled asked with more fields.
+    (
+        [
+            "ERROR 01-28 22:51:30 multiproc_worker_utils.py:236] OSError: [Errno 116] Stale file handle: "
+            "'/mnt/nfs/models/Qwen2.5-72B-Instruct/model.safetensors.index.json'",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "FileNotFoundError: [Errno 2] No usable temporary directory found in "
+            "['/tmp', '/var/tmp', '/usr/tmp', '/vllm-workspace']",
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "vllm-1 exited with code 137",
+            "$ docker inspect --format '{{.State.OOMKilled}} {{.State.ExitCode}} {{.HostConfig.Memory}}' vllm-vllm-1",
+            "true 137 17179869184",
+        ],
+        "oom",
+        True,
+    ),
     # A reasoning or tool-call parser chosen for another model family: its markers are
     # not in this model's tokenizer (the option's).
     (
