@@ -2187,3 +2187,15 @@ def test_a_platform_without_vllms_compiled_ops_warns_and_goes_on_loading():
         "INFO 03-01 10:00:05 model_runner.py:1000] Loading model weights took 14.9 GB",
     ]
     assert not classify_stream(io.BytesIO("\n".join(lines).encode()), PACK).failed
+
+
+def test_a_parser_that_fails_a_request_after_ready_leaves_the_server_ready():
+    """vLLM 0.6 builds its tool parser per request: a server that came up serves on."""
+    lines = [
+        "INFO:     Application startup complete.",
+        "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+        "ERROR 12-19 16:41:30 serving_chat.py:159] RuntimeError: Mistral Tool Parser could not "
+        "locate the tool call token in the tokenizer!",
+    ]
+    diagnosis = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert str(diagnosis.state) == "ready"
