@@ -31,6 +31,13 @@ def _is_attempt(pack: RulePack, line: bytes) -> bool:
     return len(line) <= MAX_LINE and is_attempt_line(line.decode("utf-8", "replace"), pack)
 
 
+def _line_at(data: bytes, found: int) -> tuple[int, int]:
+    """The start and the end (its line end, -1 when ``data`` ends first) of the line in
+    which a match ending at ``found`` lies."""
+    line_start = data.rfind(b"\n", 0, max(found - 1, 0)) + 1
+    return line_start, data.find(b"\n", max(found - 1, line_start))
+
+
 def _ends(database: hyperscan.Database, data: bytes) -> list[int]:
     """The end offsets of the markers' matches in ``data``."""
     ends: list[int] = []
@@ -85,12 +92,11 @@ def attempt_before(
         if inside:
             carry = b""
         for found in sorted(_ends(database, whole)):
-            line_start = whole.rfind(b"\n", 0, max(found - 1, 0)) + 1
+            line_start, line_end = _line_at(whole, found)
             if line_start < floor:
                 continue
             if seen + whole.count(b"\n", 0, line_start) + 1 >= line:
                 return False
-            line_end = whole.find(b"\n", max(found - 1, line_start))
             if _is_attempt(pack, whole[line_start : line_end if line_end >= 0 else len(whole)]):
                 return True
         seen += whole.count(b"\n")
@@ -130,8 +136,7 @@ def _attempt_starts(
     begins: list[int] = []
     previous_end = -2
     for found in sorted(set(_ends(database, data))):
-        line_start = data.rfind(b"\n", 0, max(found - 1, 0)) + 1
-        line_end = data.find(b"\n", max(found - 1, line_start))
+        line_start, line_end = _line_at(data, found)
         if line_end < 0:
             break  # the line goes on past what was read
         if line_start <= previous_end or not _is_attempt(pack, data[line_start:line_end]):

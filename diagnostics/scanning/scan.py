@@ -136,14 +136,14 @@ def _last_attempt_alone(
     if at is None or len(begins) < 2 or begins[1] > at:
         return None
     first, second = begins[:2]
-    if _region(stream, start, first, pack).failed:
+    if _region(stream, start, first, pack, block_size).failed:
         return None
     later = Classifier(pack)
     _classify_file(stream, at, later, block_size)
     verdict = later.diagnosis()
     if not decisive(verdict, pack):
         return None
-    opening = _region(stream, first, second, pack)
+    opening = _region(stream, first, second, pack, block_size)
     if (opening.rule, opening.state) != (verdict.rule, verdict.state):
         return None  # not the same failure repeated: read whole
     assert verdict.evidence is not None
@@ -151,12 +151,12 @@ def _last_attempt_alone(
     return verdict._replace(evidence=verdict.evidence._replace(line=line))
 
 
-def _region(stream: BinaryIO, begin: int, end: int, pack: RulePack) -> Diagnosis:
+def _region(stream: BinaryIO, begin: int, end: int, pack: RulePack, block_size: int) -> Diagnosis:
     """The verdict of the bytes ``begin`` to ``end`` alone (at most a few MiB)."""
     stream.seek(begin)
     classifier = Classifier(pack)
     data = stream.read(end - begin)
-    fastpath.classify_blocks(blocks(data, io.BytesIO(), BLOCK_SIZE), classifier)
+    fastpath.classify_blocks(blocks(data, io.BytesIO(), block_size), classifier)
     return classifier.diagnosis()
 
 

@@ -38,10 +38,6 @@ def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     name = GEN_DOCS.RECONSTRUCTED
     block = GEN_DOCS.accuracy_block(name, results, [])
     docs = (FIXTURES.parent / "docs" / "diagnostics.md").read_text(encoding="utf-8")
-    begin, end = (
-        GEN_DOCS.BEGIN.format(name=f"accuracy-{name}"),
-        GEN_DOCS.END.format(name=f"accuracy-{name}"),
-    )
-    assert docs.split(begin, 1)[1].split(end, 1)[0].strip() == block, (
+    assert GEN_DOCS.render(docs, f"accuracy-{name}", block) == docs, (
         "docs/diagnostics.md is stale: run python scripts/gen_docs.py"
     )
