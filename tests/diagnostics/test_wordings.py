@@ -172,6 +172,25 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # Gloo could not link the ranks (its full mesh across hosts, a peer's connection
+    # closed): the ranks' link or another rank, as NCCL's own failures (held-out KW).
+    (
+        [
+            "(RayWorkerWrapper pid=2231, ip=10.0.1.12) ERROR 12-02 11:48:47 worker_base.py:467] "
+            "RuntimeError: Gloo connectFullMesh failed with "
+            "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection "
+            "closed by peer [10.0.1.12]:43817",
+        ],
+        "cuda_fault",
+        False,
+    ),
     # No weights of the load format the start forced (logged among its arguments or in
     # its engine config): the format chosen (bad_config); with auto, the folder's.
     (
@@ -2199,3 +2218,27 @@ def test_a_parser_that_fails_a_request_after_ready_leaves_the_server_ready():
     ]
     diagnosis = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
     assert str(diagnosis.state) == "ready"
+
+
+def test_ray_serve_deploying_its_application_is_a_ready_marker():
+    """Ray Serve says the replicas that built the engine pass their health checks: an
+    error a replica printed before (a telemetry push) did not stop the start, and a
+    failure after it is still read (held-out KW)."""
+    lines = [
+        "(ServeReplica:default:LLMDeployment pid=1855) INFO 05-14 09:23:06 "
+        "[core_client.py:439] Core engine process 0 ready.",
+        "(ServeReplica:default:LLMDeployment pid=1855) ERROR 2025-05-14 09:23:07,311 "
+        "default_LLMDeployment 2mzq8n0p -- Failed to push telemetry: "
+        "ConnectionError('Failed to connect to telemetry agent')",
+        "2025-05-14 09:23:11,020\tINFO api.py:616 -- Deployed app 'default' successfully.",
+    ]
+    diagnosis = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert str(diagnosis.state) == "ready"
+    assert classify_stream(io.BytesIO("\n".join(lines[:2]).encode()), PACK).failed
+    later = [
+        *lines,
+        "ValueError: Total number of attention heads (32) must be divisible by "
+        "tensor parallel size (3).",
+    ]
+    diagnosis = classify_stream(io.BytesIO("\n".join(later).encode()), PACK)
+    assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)

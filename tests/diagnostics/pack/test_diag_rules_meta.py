@@ -58,6 +58,8 @@ WITHOUT_A_REAL_LOG = {
     "container-oom-killed-asked": "test_wordings.WORDINGS",
     # Gloo's tcp transport (unbound_buffer.cc) timing out (held-out KC)
     "gloo-collective-timeout": "test_wordings.WORDINGS",
+    # torch's ProcessGroupGloo across hosts (held-out FF, KW)
+    "gloo-connect-failed": "test_wordings.WORDINGS",
     # the corpus's vllm-3329 is its one line without the arguments (held-out JL)
     "load-format-without-its-weights": "test_wordings.WORDINGS",
     # transformers' dynamic-modules cache written by two processes (dynamic_module_utils
