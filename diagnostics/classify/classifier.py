@@ -22,6 +22,8 @@ from functools import lru_cache, partial
 
 from diagnostics.classify.attempts import last_attempt_of_lines
 from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, refined, stored
+from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, read_line
+from diagnostics.classify.linereading import hit_ids as _hit_ids
 from diagnostics.classify.normalize import (
     access_line,
     clean_raw,
@@ -48,16 +50,6 @@ __all__ = ["MAX_STORED_LINE", "Classifier", "classify_lines", "default_pack", "r
 @lru_cache(maxsize=1)
 def default_pack() -> RulePack:
     return load_pack()
-
-
-def _hit_ids(pack: RulePack, text: str) -> set[int]:
-    """The indexes of the pack's patterns that hit ``text``."""
-    ids: set[int] = set()
-    pack.line_database.scan(
-        text.encode("utf-8", "surrogateescape"),
-        match_event_handler=lambda i, _f, _t, _fl, _c: ids.add(i),
-    )
-    return ids
 
 
 def _rules_matching(pack: RulePack, text: str) -> set[int]:
@@ -114,33 +106,24 @@ class Classifier:
         return changed
 
     def _match(self, line: str) -> State | None:
-        # Fast path: a pattern that matches the normalised text also matches the raw
-        # line (normalising only strips prefixes), unless colour codes or carriage
-        # returns sit inside it. Most lines hit nothing and end here.
-        plain = "\x1b" not in line and "\r" not in line
-        clean = line if plain else clean_raw(line)
-        raw = _hit_ids(self.pack, clean)
-        if plain and not raw:
+        reading = read_line(self.pack, line)
+        if reading is None:
             return None
-        if raw & self.pack.error_ids:  # the level is read on the raw line: normalising strips it
+        if reading.error_level:
             self._progress.error_level(self.lines)
-        text = normalize(line)
-        ids = _hit_ids(self.pack, text)
-        if not ids or access_line(text):
-            return None
-        clean = clean_raw(line) if plain else clean
         changed = None
-        patterns = self.pack.patterns
-        for index in sorted(ids, key=lambda i: (patterns[i].kind != "traceback", i)):
+        patterns, text, clean = self.pack.patterns, reading.text, reading.clean
+        for what, index, value in reading.actions:
             pattern = patterns[index]
-            if pattern.kind == "phase" and (found := pattern.regex.search(text)):
-                changed = self._phase_marker(pattern, found.groupdict()) or changed
-            elif pattern.kind == "rule" and pattern.regex.search(text):
+            if what == PHASE:
+                assert isinstance(value, dict)
+                changed = self._phase_marker(pattern, value) or changed
+            elif what == RULE:
                 rule = self.pack.rules[pattern.owner]
                 self.findings.consider(rule, clean, text, self.lines, self._progress, 0, self.fed)
-            elif pattern.kind == "header_class" and (cls := text.split(None, 1)[0]):
-                _read_class(self, cls.rsplit(".", 1)[-1], clean)
-            elif _seen(pattern, text):
+            elif what == HEADER_CLASS:
+                _read_class(self, str(value).rsplit(".", 1)[-1], clean)
+            else:
                 self._progress.saw(pattern, text, self.lines)
         return changed
 
@@ -238,18 +221,6 @@ def _with_frames_after_header(hit: Hit, progress: Progress) -> Hit:
     if hit.chain != progress.chain or now.header_class != origin.header_class:
         return hit
     return hit._replace(origin=now)
-
-
-_NOT_SEEN = frozenset({"phase", "rule", "reshaped", "error_level"})
-
-
-def _seen(pattern: Pattern, text: str) -> bool:
-    """Whether a hit is a marker the progress records: an ``after`` marker only when its
-    whole regex matches (the database holds it without anchors: ``^`` would match
-    anywhere)."""
-    return pattern.kind not in _NOT_SEEN and (
-        pattern.kind != "after" or pattern.regex.search(text) is not None
-    )
 
 
 def _read_class(classifier: Classifier, cls: str, clean: str) -> None:

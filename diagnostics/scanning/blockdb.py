@@ -50,11 +50,15 @@ def _shape_expressions() -> list[bytes]:
 
 
 def _database(
-    sources: list[bytes], flag: int, expressions: Callable[[], list[bytes]] | None = None
+    sources: list[bytes],
+    flag: int,
+    expressions: Callable[[], list[bytes]] | None = None,
+    ids: list[int] | None = None,
 ) -> hyperscan.Database:
     """A block-mode database, from the disk cache when it was compiled before.
     ``sources`` identify it (the expressions themselves unless ``expressions`` builds
-    them from the sources)."""
+    them from the sources). ``ids``: the id each expression reports (default: its
+    index; given, they are part of the sources)."""
     mode = hyperscan.HS_MODE_BLOCK
     parts = sources if expressions is None else [_CODE, *sources]
     key = dbcache.key(parts, range(len(parts)), [flag] * len(parts), mode)
@@ -62,8 +66,10 @@ def _database(
     def build() -> hyperscan.Database:
         compiled = sources if expressions is None else expressions()
         db = hyperscan.Database(mode=mode)
-        ids = list(range(len(compiled)))
-        db.compile(expressions=compiled, ids=ids, elements=len(ids), flags=[flag] * len(ids))
+        reported = list(range(len(compiled))) if ids is None else ids
+        db.compile(
+            expressions=compiled, ids=reported, elements=len(reported), flags=[flag] * len(reported)
+        )
         return db
 
     return dbcache.load_or_compile(key, mode, build)
@@ -105,6 +111,31 @@ def scanner(pack: RulePack) -> Scanner:
 # What can still change a verdict: None while no failure matched (everything can),
 # else the best rule's rank and whether vLLM is in the ready phase.
 Standing = tuple[int, bool] | None
+
+# A standing that leaves more than this share of the patterns relevant has no narrowed
+# database (:func:`narrowed`): the database of every head, its hits filtered, is as fast.
+_NARROWED_UP_TO = 0.5
+
+
+@lru_cache(maxsize=64)
+def narrowed(pack: RulePack, standing: Standing) -> hyperscan.Database | None:
+    """A database of the heads of only the patterns that can change a verdict standing
+    so, each reporting its index in the pack as every head's database does; None when
+    no failure matched or most patterns can (that database serves). Compiled once a
+    standing and kept in the disk cache: the block scan uses it only after many blocks
+    were read line by line (a crash loop whose every block holds lines of rules that
+    cannot change its verdict), where every head's database reports millions of matches
+    that the scan then passes over."""
+    if standing is None:
+        return None
+    ids = sorted(relevant_ids(pack, *standing))
+    if not ids or len(ids) > _NARROWED_UP_TO * len(pack.patterns):
+        return None
+    heads = _heads(pack)
+    sources = [b"narrowed", *_sources(pack, ids)]
+    return _database(
+        sources, hyperscan.HS_FLAG_ALLOWEMPTY, lambda: [heads[i] for i in ids], ids=ids
+    )
 
 
 @lru_cache(maxsize=64)

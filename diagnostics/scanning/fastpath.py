@@ -41,9 +41,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import hyperscan
+
 from diagnostics.classify.classifier import Classifier
 from diagnostics.model import State
-from diagnostics.scanning.blockdb import Scanner, Standing, relevant_ids, scanner
+from diagnostics.pack.rules import RulePack
+from diagnostics.scanning.blockdb import Scanner, Standing, narrowed, relevant_ids, scanner
 from diagnostics.scanning.blocktext import _always_passed, _cleaned, _joined, _line_starts
 from diagnostics.scanning.phasecontext import context_before, needed_context
 from diagnostics.scanning.prefilter import prefilter_head
@@ -98,6 +101,7 @@ def classify_blocks(
     # once a line was fed after skipped blocks, more will be (a crash loop's cut lines),
     # and counting a block in memory costs less than reading it again to count.
     eager = recount is None
+    read = 0  # bytes of the blocks read line by line
     for block in blocks:
         size = len(block)
         piece = isinstance(block, Piece)
@@ -132,8 +136,13 @@ def classify_blocks(
             lineno += recount(uncounted, start)
             uncounted = -1
             eager = True
+        narrowed_to: Standing = None  # the standing the block's hits were narrowed to
         if hits is None:
-            hits = _hits(block, scan)
+            standing = _standing(classifier)
+            database = narrowed(pack, standing) if read >= NARROW_AFTER else None
+            hits = _hits(block, scan, database)
+            narrowed_to = standing if database is not None else None
+            read += size
         pos = 0
         line_start = 0
         index = 0
@@ -161,9 +170,32 @@ def classify_blocks(
             pos = line_start
             end = _feed_line(block, line_start, classifier, lineno + 1)
             follow = classifier.wants_next_line
+            if narrowed_to is not None and not _still_narrow(pack, classifier, narrowed_to):
+                # what can change the verdict now is not all among what the hits were
+                # narrowed to: the rest of the block's hits, of every pattern
+                hits = [hit for hit in _hits(block, scan) if hit[0] > end]
+                index, narrowed_to = 0, None
             line_start = end + 1
         lineno += block.count(b"\n", pos) - piece
     return classifier
+
+
+# After this many bytes of blocks read line by line, a block's hit lines are found with
+# the database of only the patterns that can still change the verdict (blockdb.narrowed,
+# compiled once a standing, ~0.1 s, and cached): a crash loop pasted without the server's
+# start lines, whose every block holds lines of a better-ranked rule (that lost to the
+# verdict's) or a match across its joined lines, reported millions of matches of every
+# head (210 MB: 8.5 of 16.6 s, 2026-12-04). A small log never pays the compilation.
+NARROW_AFTER = 8 << 20
+
+
+def _still_narrow(pack: RulePack, classifier: Classifier, narrowed_to: tuple[int, bool]) -> bool:
+    """Whether every pattern that can change the verdict now is among those that could
+    at ``narrowed_to`` (hits found for that standing are then all the hits needed)."""
+    now = _standing(classifier)
+    if now == narrowed_to:
+        return True
+    return now is not None and relevant_ids(pack, *now) <= relevant_ids(pack, *narrowed_to)
 
 
 def _follow(block: bytes, classifier: Classifier, lineno: int) -> tuple[int, int]:
@@ -191,10 +223,13 @@ def _standing(classifier: Classifier) -> Standing:
     return None if rank is None else (rank, classifier.phase is State.READY)
 
 
-def _hits(block: bytes, scan: Scanner) -> list[tuple[int, frozenset[int] | None]]:
+def _hits(
+    block: bytes, scan: Scanner, database: hyperscan.Database | None = None
+) -> list[tuple[int, frozenset[int] | None]]:
     """(line start, pattern ids) of every line a pattern may match, in order; ids is
     None for lines that must be read whatever the verdict so far (colour codes, a
-    lone CR, a terminal-width line the classifier may join with the next)."""
+    lone CR, a terminal-width line the classifier may join with the next).
+    ``database``: heads of fewer patterns (their pack indexes), else every head's."""
     by_line: dict[int, set[int] | None] = {}
     current: set[int] | None = None
     line_start, line_end = 0, -1
@@ -211,7 +246,7 @@ def _hits(block: bytes, scan: Scanner) -> list[tuple[int, frozenset[int] | None]
         if current is not None:
             current.add(pattern_id)
 
-    scan.heads.scan(block, match_event_handler=on_match)
+    (scan.heads if database is None else database).scan(block, match_event_handler=on_match)
     for start in _line_starts(block, scan.shapes):
         by_line[start] = None
     if b"\x1b" in block or b"\r" in block:

@@ -1,0 +1,90 @@
+"""What the pack's patterns read on one raw line, apart from what the classifier does
+with it: pure, so a line met again (a crash loop's repeated paste, ranks printing the
+same words) is read once (:func:`read_line`)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+from diagnostics.classify.normalize import access_line, clean_raw, normalize
+from diagnostics.pack.rules import Pattern, RulePack
+
+# A line longer than this is read each time it comes (the memo holds no long lines).
+_MEMO_UP_TO = 2048
+_MEMO_SIZE = 4096
+
+# What a hit pattern does with the line: its phase marker (with its captures), a rule's
+# finding, an IPython header's class (with the class), a marker the progress records.
+PHASE, RULE, HEADER_CLASS, SEEN = range(4)
+
+_NOT_SEEN = frozenset({"phase", "rule", "reshaped", "error_level"})
+
+
+class Reading(NamedTuple):
+    error_level: bool  # a level a rule reads is on the raw line (normalising strips it)
+    text: str  # normalised
+    clean: str  # the raw line, colour codes and carriage returns cleaned
+    actions: tuple[tuple[int, int, object], ...]  # (what, pattern index, its value)
+
+
+def hit_ids(pack: RulePack, text: str) -> set[int]:
+    """The indexes of the pack's patterns that hit ``text``."""
+    ids: set[int] = set()
+    pack.line_database.scan(
+        text.encode("utf-8", "surrogateescape"),
+        match_event_handler=lambda i, _f, _t, _fl, _c: ids.add(i),
+    )
+    return ids
+
+
+def read_line(pack: RulePack, line: str) -> Reading | None:
+    """What the patterns read on ``line`` (without its line end), in the order the
+    classifier takes them (traceback headers first); None when no pattern hits it."""
+    if len(line) <= _MEMO_UP_TO:
+        return _remembered(pack, line)
+    return _read(pack, line)
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _remembered(pack: RulePack, line: str) -> Reading | None:
+    return _read(pack, line)
+
+
+def _read(pack: RulePack, line: str) -> Reading | None:
+    # A pattern that matches the normalised text also matches the raw line (normalising
+    # only strips prefixes), unless colour codes or carriage returns sit inside it. Most
+    # lines hit nothing and end here.
+    plain = "\x1b" not in line and "\r" not in line
+    clean = line if plain else clean_raw(line)
+    raw = hit_ids(pack, clean)
+    if plain and not raw:
+        return None
+    error_level = bool(raw & pack.error_ids)
+    text = normalize(line)
+    ids = hit_ids(pack, text)
+    if not ids or access_line(text):
+        return Reading(error_level, text, clean, ()) if error_level else None
+    clean = clean_raw(line) if plain else clean
+    patterns = pack.patterns
+    actions: list[tuple[int, int, object]] = []
+    for index in sorted(ids, key=lambda i: (patterns[i].kind != "traceback", i)):
+        pattern = patterns[index]
+        if pattern.kind == "phase" and (found := pattern.regex.search(text)):
+            actions.append((PHASE, index, found.groupdict()))
+        elif pattern.kind == "rule" and pattern.regex.search(text):
+            actions.append((RULE, index, None))
+        elif pattern.kind == "header_class" and (cls := text.split(None, 1)[0]):
+            actions.append((HEADER_CLASS, index, cls))
+        elif _seen(pattern, text):
+            actions.append((SEEN, index, None))
+    return Reading(error_level, text, clean, tuple(actions))
+
+
+def _seen(pattern: Pattern, text: str) -> bool:
+    """Whether a hit is a marker the progress records: an ``after`` marker only when its
+    whole regex matches (the database holds it without anchors: ``^`` would match
+    anywhere)."""
+    return pattern.kind not in _NOT_SEEN and (
+        pattern.kind != "after" or pattern.regex.search(text) is not None
+    )
