@@ -31,6 +31,14 @@ None of these shortcuts changes a verdict; each feeds the classifier fewer lines
    callbacks on a big log). The block database holds each pattern without its
    trailing any-length or optional part (:func:`prefilter_head`): a line the pattern
    matches holds a match of the head, and the head reports a few events per line.
+4. **Only the patterns that matter, in a big log.** After ``NARROW_AFTER`` bytes read
+   line by line (a crash loop pasted without the server's start lines: every block
+   holds lines of a better-ranked rule that lost, or a match across its joined lines),
+   a block's hit lines come from a database of only the patterns that can still change
+   the verdict (:func:`diagnostics.scanning.blockdb.narrowed`); when the verdict's
+   standing widens inside such a block (the engine's end forgets a warning), the rest
+   of the block is looked at again with every pattern. A line met again is matched
+   once (:mod:`diagnostics.classify.linereading`).
 
 Colour codes and carriage returns are cleaned only where an ESC, a CR or a colour
 code that lost its ESC occurs. Compiled databases come from a disk cache
