@@ -172,6 +172,31 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # vLLM's lookup of a name without an organisation (a served name passed as the model):
+    # no folder and no repo by that name (LJ).
+    (
+        [
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/transformers_utils/config.py",'
+            " line 201, in get_config",
+            '    raise ValueError(f"No supported config format found in {model}")',
+            "ValueError: No supported config format found in llama3-8b",
+        ],
+        "model_not_found",
+        True,
+    ),
+    # The API server's bind of a --host that names no address ("http://0.0.0.0"): the
+    # resolver's answer is the setting's, not the network's (LJ).
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.11/site-packages/vllm/entrypoints/openai/api_server.py", '
+            "line 709, in create_server_socket",
+            "    sock.bind(addr)",
+            "socket.gaierror: [Errno -2] Name or service not known",
+        ],
+        "bad_config",
+        True,
+    ),
     # Gloo could not link the ranks (its full mesh across hosts, a peer's connection
     # closed): the ranks' link or another rank, as NCCL's own failures (held-out KW).
     (
