@@ -14,6 +14,7 @@ from diagnostics.classify.attempts import attempt_markers, is_attempt_line
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.blockdb import _database
+from diagnostics.scanning.prefilter import prefilter_head
 from diagnostics.scanning.readyseek import last_line
 from diagnostics.scanning.streams import MAX_LINE
 
@@ -22,7 +23,11 @@ LOOK_BACK = 64 << 20
 
 @lru_cache(maxsize=8)
 def _markers(pack: RulePack) -> hyperscan.Database | None:
-    sources = [prefilter_form(p.regex.pattern).encode() for p in attempt_markers(pack)]
+    """The markers' heads (:func:`prefilter_head`: a marker ending in ``.*``, the logged
+    arguments', reported one match per character; every line is confirmed whole)."""
+    sources = [
+        prefilter_head(prefilter_form(p.regex.pattern)).encode() for p in attempt_markers(pack)
+    ]
     return _database(sources, hyperscan.HS_FLAG_ALLOWEMPTY) if sources else None
 
 
@@ -91,8 +96,12 @@ def attempt_before(
         inside = len(carry) > MAX_LINE  # a line too long to be a marker: not kept
         if inside:
             carry = b""
+        judged = -1  # the end of the last line judged (its other matches are passed over)
         for found in sorted(_ends(database, whole)):
+            if found <= judged:
+                continue
             line_start, line_end = _line_at(whole, found)
+            judged = line_end if line_end >= 0 else len(whole)
             if line_start < floor:
                 continue
             if seen + whole.count(b"\n", 0, line_start) + 1 >= line:

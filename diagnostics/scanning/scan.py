@@ -13,14 +13,17 @@ Memory is bounded and time linear whatever the input: a line longer than
 ``streams.MAX_LINE`` is read as pieces (as the worker reads vLLM's pipe), UTF-16/32
 logs are decoded, CR-only logs use CR as line end (see :mod:`diagnostics.scanning.streams`).
 
-RunPod's console exports list the newest line first; such a log is detected from
-its first lines and read back to front, through a temporary file, whatever its size.
+RunPod's console exports list the newest line first, and so do other collectors'
+exports (CloudWatch Logs Insights, gcloud logging read: their timestamps go back in
+time); such a log is detected from its first lines and read back to front, through a
+temporary file, whatever its size.
 """
 
 from __future__ import annotations
 
 import codecs
 import io
+import itertools
 import re
 from typing import BinaryIO
 
@@ -213,7 +216,31 @@ def _console_head(block: bytes) -> bool:
     return console * 2 >= len(head)
 
 
+# A timestamp a collector put at the start of each line (CloudWatch's and GCP's exports,
+# docker's --timestamps, journald's ISO form), after at most a quote or a bracket.
+_LEADING_TIME = re.compile(rb"^[\"'\[(]?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
+
+
+def _newest_first_by_time(block: bytes) -> bool:
+    """Whether the first lines carry a collector's timestamps that only go back in time
+    (a log export listing the newest line first: CloudWatch Logs Insights, gcloud
+    logging read): most of the first 50 lines stamped, none later than the one before,
+    some earlier."""
+    head = block[:65536].splitlines()[:50]
+    stamps = [
+        found.group(1).replace(b"T", b" ").replace(b",", b".")
+        for line in head
+        if (found := _LEADING_TIME.match(line)) is not None
+    ]
+    if len(stamps) < 5 or len(stamps) * 2 < len(head):
+        return False
+    pairs = list(itertools.pairwise(stamps))
+    return all(a >= b for a, b in pairs) and any(a > b for a, b in pairs)
+
+
 def _looks_reversed(block: bytes) -> bool:
+    if _newest_first_by_time(block):
+        return True
     if not _console_head(block):
         return False
     head = block[:65536].splitlines()[:50]
