@@ -14,7 +14,7 @@ from tests.support.scripts import load_script
 GEN_DOCS = load_script("gen_docs")
 
 ROOT = FIXTURES / "reconstructed"
-RIGHT_AT_LEAST = 12394  # of 12540, 2026-12-04, stop 45 (docs/diagnostics.md, "Held-out checks")
+RIGHT_AT_LEAST = 12748  # of 12900, 2026-12-04, stop 45 (docs/diagnostics.md, "Held-out checks")
 # A writer's label the real corpus contradicts, where the verdict follows the corpus: kept
 # as written (and counted wrong), but not a breach of the safety properties.
 CORPUS_LABELS = {
@@ -22,12 +22,15 @@ CORPUS_LABELS = {
     # (fixtures/corpus/model_requirement/vllm-5198-*), the writer's cuda_fault
     "logs/cuda_fault/BB-v050-tesla-p40-gptq-no-kernel-image.log",
     "logs/cuda_fault/HM-no-kernel-image-p100.log",
+    # NCCL's "Cuda failure 'out of memory'": the real corpus's oom, permanent
+    # (fixtures/corpus/oom/vllm-19865-*), the writer's cuda_fault
+    "logs/cuda_fault/LK-tp4-nccl-cuda-failure-out-of-memory.log",
 }
 
 
 def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     results = score(ROOT, shipped_pack())
-    assert len(results) == 12540
+    assert len(results) == 12900
     breaches = [r.file for r in results if r.transient_called_permanent]
     assert [f for f in breaches if f not in CORPUS_LABELS] == []
     assert [r.file for r in results if r.failed_called_not_failed] == []
