@@ -34,12 +34,16 @@ from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.attemptseek import attempt_before, attempt_starts, last_attempt
+from diagnostics.scanning.repeats import repeated_verdict
 from diagnostics.scanning.streams import blocks, decoded, reversed_lines
 
 BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
 # A log this big is first judged by its last attempt alone (a crash loop captured):
 # ``_last_attempt_alone``. Smaller logs are read whole first, as they always were.
 LAST_ATTEMPT_FIRST_ABOVE = 64 << 20
+# A log this big that is one text repeated is judged from a few repetitions
+# (:mod:`diagnostics.scanning.repeats`).
+REPEATED_ABOVE = 64 << 20
 _FIRST_ATTEMPT_WITHIN = 8 << 20  # where a big log's first attempt must begin (read whole)
 _DETECT_SIZE = 8 * 1024 * 1024  # how much of a console export the order check reads
 _RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
@@ -95,6 +99,13 @@ def _classify_attempts(
     alone = _last_attempt_alone(stream, start, pack, block_size)
     if alone is not None:
         return alone
+    end = stream.seek(0, 2)
+    if end - start > REPEATED_ABOVE:
+        again = repeated_verdict(
+            stream, start, end, lambda data: classify_stream(io.BytesIO(data), pack)
+        )
+        if again is not None:
+            return again
     offset, lines = _classify_file(stream, start, classifier, block_size)
     verdict = classifier.diagnosis()
     if verdict.state in UNDER_WAY:  # or a server at work whose ready marker was cut off
