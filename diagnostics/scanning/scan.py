@@ -34,7 +34,6 @@ from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.attemptseek import attempt_before, attempt_starts, last_attempt
-from diagnostics.scanning.repeats import repeated_verdict
 from diagnostics.scanning.streams import blocks, decoded, reversed_lines
 
 BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
@@ -101,6 +100,10 @@ def _classify_attempts(
         return alone
     end = stream.seek(0, 2)
     if end - start > REPEATED_ABOVE:
+        from diagnostics.scanning.repeats import (
+            repeated_verdict,
+        )  # a big log's: not imported for a small one
+
         again = repeated_verdict(
             stream, start, end, lambda data: classify_stream(io.BytesIO(data), pack)
         )
@@ -229,7 +232,7 @@ def _console_head(block: bytes) -> bool:
 
 # A timestamp a collector put at the start of each line (CloudWatch's and GCP's exports,
 # docker's --timestamps, journald's ISO form), after at most a quote or a bracket.
-_LEADING_TIME = re.compile(rb"^[\"'\[(]?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
+_LEADING_TIME = rb"^[\"'\[(]?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
 
 
 def _newest_first_by_time(block: bytes) -> bool:
@@ -238,10 +241,13 @@ def _newest_first_by_time(block: bytes) -> bool:
     logging read): most of the first 50 lines stamped, none later than the one before,
     some earlier."""
     head = block[:65536].splitlines()[:50]
+    if sum(line[:1].isdigit() or line[1:2].isdigit() for line in head) * 2 < len(head) or not head:
+        return False  # most lines do not begin with a digit: no stamps (no regex compiled)
+    leading = re.compile(_LEADING_TIME)  # compiled here: most logs never get this far
     stamps = [
         found.group(1).replace(b"T", b" ").replace(b",", b".")
         for line in head
-        if (found := _LEADING_TIME.match(line)) is not None
+        if (found := leading.match(line)) is not None
     ]
     if len(stamps) < 5 or len(stamps) * 2 < len(head):
         return False
