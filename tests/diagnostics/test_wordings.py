@@ -197,6 +197,29 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # The hub's cache under a home of / (an arbitrary user id without a home folder, as
+    # OpenShift runs containers): the user's, as a user without a passwd entry (LQ, LB);
+    # a cache folder of a mount not writable stays the mount's, permanent.
+    (
+        ["PermissionError: [Errno 13] Permission denied: '/.cache'"],
+        "other",
+        False,
+    ),
+    (
+        ["PermissionError: [Errno 13] Permission denied: '/.cache/huggingface/hub'"],
+        "other",
+        False,
+    ),
+    (
+        ["PermissionError: [Errno 13] Permission denied: '/runpod-volume/.cache/huggingface'"],
+        "other",
+        True,
+    ),
+    (
+        ["OSError: [Errno 13] Permission denied: '/.config/vllm'"],
+        "other",
+        True,
+    ),
     # Gloo could not link the ranks (its full mesh across hosts, a peer's connection
     # closed): the ranks' link or another rank, as NCCL's own failures (held-out KW).
     (
