@@ -197,6 +197,12 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # vLLM's own check that the backend chosen imports: the image lacks it (MA).
+    (
+        ["ValueError: Failed to import Ray, please check if Ray is installed correctly."],
+        "other",
+        True,
+    ),
     # The hub's cache under a home of / (an arbitrary user id without a home folder, as
     # OpenShift runs containers): the user's, as a user without a passwd entry (LQ, LB);
     # a cache folder of a mount not writable stays the mount's, permanent.
