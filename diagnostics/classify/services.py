@@ -10,7 +10,8 @@ is what vLLM's failure caused, not why vLLM failed.
 A service whose lines carry vLLM's log header (``INFO 10-17 06:13:08 [api_server.py:1]``,
 V0's without the brackets), a traceback frame in vLLM's own code, or the usage or error
 line of vLLM's argument parser (``usage: api_server.py``, ``vllm serve: error:``), is
-vLLM's; once one
+vLLM's (also under another program's logger fields that relay vLLM's output, FastChat's
+worker's ``date | INFO | stdout | ``); once one
 is known, lines under the name of a
 service that never showed it are left out. Before that (and in a log of one service)
 nothing is left out. Lines without a service name (compose's own ``vllm-1 exited with
@@ -65,6 +66,12 @@ _VLLM_HEADER = re.compile(
 )
 
 
+# The fields another program's logger puts before each line it relays from vLLM
+# (FastChat's worker: "2024-03-11 08:14:13 | INFO | stdout | " before vLLM's header, "|
+# ERROR | stderr | " before a traceback frame): vLLM's lines inside them are still vLLM's.
+_LOGGER_FIELDS = re.compile(r"(?:[^|\n]{1,40}\| ){2,4}")
+
+
 class Services:
     """The vLLM services of a compose log (a project may run two vLLM servers, one of
     which fails for the other's memory), as their lines show them."""
@@ -80,7 +87,13 @@ class Services:
         if found is None or name is None or name in self.vllm or name in _RUNNERS:
             return False
         at = found.end()
-        if any(known.match(line, at) for known in (_VLLM_HEADER, _VLLM_FRAME, _VLLM_ARGPARSE)):
+        inner = _LOGGER_FIELDS.match(line, at)
+        starts = (at,) if inner is None else (at, inner.end())
+        if any(
+            known.match(line, start)
+            for start in starts
+            for known in (_VLLM_HEADER, _VLLM_FRAME, _VLLM_ARGPARSE)
+        ):
             self.vllm.add(name)
             return False
         return bool(self.vllm)

@@ -257,3 +257,25 @@ def test_a_service_that_ended_at_vllms_command_line_is_vllms(usage, error):
     lines = [f"{vllm}{usage}", f"{vllm}{error}", "vllm-1 exited with code 2", *UI_UP]
     diagnosis = both_paths(lines)
     assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
+
+
+def test_vllm_relayed_by_another_programs_logger_is_vllms():
+    """FastChat's worker relays vLLM's lines under its own logger's fields ("date | INFO |
+    stdout | "): its service is vLLM's, and the API server that comes up after it failed
+    is another's (held-out LX)."""
+    worker, api = "fastchat-vllm-worker-1   | ", "fastchat-api-server-1    | "
+    relay = "2024-03-11 08:14:14 | ERROR | stderr | "
+    lines = [
+        f"{worker}2024-03-11 08:14:13 | INFO | stdout | INFO 03-11 08:14:13 llm_engine.py:87] "
+        "Initializing an LLM engine with config: model='Qwen/Qwen-14B-Chat'",
+        f"{worker}{relay}Traceback (most recent call last):",
+        f'{worker}{relay}  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/'
+        'llm_engine.py", line 116, in __init__',
+        f"{worker}{relay}ImportError: This modeling file requires the following packages "
+        "that were not found in your environment: tiktoken. Run `pip install tiktoken`",
+        "fastchat-vllm-worker-1 exited with code 1",
+        f"{api}2024-03-11 08:14:15 | ERROR | stderr | INFO:     Uvicorn running on "
+        "http://0.0.0.0:8000 (Press CTRL+C to quit)",
+    ]
+    diagnosis = both_paths(lines)
+    assert (str(diagnosis.category), diagnosis.state) == ("remote_code", State.FAILED_PERMANENT)
