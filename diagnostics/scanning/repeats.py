@@ -52,7 +52,7 @@ def period(stream: BinaryIO, start: int, end: int) -> int | None:
     # The last chunk first: a log that is periodic but for its end (a different failure
     # appended) is told at once.
     chunks = range(start + found, end, _CHUNK)
-    for at in (chunks[-1], *chunks):
+    for at in (chunks[-1], *chunks[:-1]):
         stream.seek(at)
         later = stream.read(min(_CHUNK, end - at))
         stream.seek(at - found)

@@ -29,6 +29,7 @@ from typing import BinaryIO
 
 from diagnostics.classify.attempts import decisive, last_attempt_verdict
 from diagnostics.classify.classifier import Classifier
+from diagnostics.classify.normalize import ISO_TIME
 from diagnostics.classify.serving import TAIL_BYTES, UNDER_WAY, with_serving
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
@@ -100,9 +101,8 @@ def _classify_attempts(
         return alone
     end = stream.seek(0, 2)
     if end - start > REPEATED_ABOVE:
-        from diagnostics.scanning.repeats import (
-            repeated_verdict,
-        )  # a big log's: not imported for a small one
+        # a big log's only: a small one does not import it
+        from diagnostics.scanning.repeats import repeated_verdict
 
         again = repeated_verdict(
             stream, start, end, lambda data: classify_stream(io.BytesIO(data), pack)
@@ -221,9 +221,17 @@ def _classify_file(
     return offset, lines
 
 
+def _head(block: bytes) -> list[bytes]:
+    """The first lines of ``block``, by which its order is judged."""
+    return block[:65536].splitlines()[:50]
+
+
 def _console_head(block: bytes) -> bool:
     """Whether the first lines look like a RunPod console export (either order)."""
-    head = block[:65536].splitlines()[:50]
+    return _console_lines(_head(block))
+
+
+def _console_lines(head: list[bytes]) -> bool:
     if not head or not _RUNPOD_CONSOLE.match(head[0]):
         return False
     console = sum(1 for line in head if _RUNPOD_CONSOLE.match(line))
@@ -232,16 +240,15 @@ def _console_head(block: bytes) -> bool:
 
 # A timestamp a collector put at the start of each line (CloudWatch's and GCP's exports,
 # docker's --timestamps, journald's ISO form), after at most a quote or a bracket.
-_LEADING_TIME = rb"^[\"'\[(]?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
+_LEADING_TIME = rb"^[\"'\[(]?(" + ISO_TIME.encode() + rb")"
 
 
-def _newest_first_by_time(block: bytes) -> bool:
-    """Whether the first lines carry a collector's timestamps that only go back in time
-    (a log export listing the newest line first: CloudWatch Logs Insights, gcloud
-    logging read): most of the first 50 lines stamped, none later than the one before,
-    some earlier."""
-    head = block[:65536].splitlines()[:50]
-    if sum(line[:1].isdigit() or line[1:2].isdigit() for line in head) * 2 < len(head) or not head:
+def _newest_first_by_time(head: list[bytes]) -> bool:
+    """Whether the first lines (``_head``) carry a collector's timestamps that only go
+    back in time (a log export listing the newest line first: CloudWatch Logs Insights,
+    gcloud logging read): most of them stamped, none later than the one before, some
+    earlier."""
+    if not head or sum(line[:1].isdigit() or line[1:2].isdigit() for line in head) * 2 < len(head):
         return False  # most lines do not begin with a digit: no stamps (no regex compiled)
     leading = re.compile(_LEADING_TIME)  # compiled here: most logs never get this far
     stamps = [
@@ -256,11 +263,11 @@ def _newest_first_by_time(block: bytes) -> bool:
 
 
 def _looks_reversed(block: bytes) -> bool:
-    if _newest_first_by_time(block):
+    head = _head(block)
+    if _newest_first_by_time(head):
         return True
-    if not _console_head(block):
+    if not _console_lines(head):
         return False
-    head = block[:65536].splitlines()[:50]
     # Newest first: the final "worker exited" line or a traceback's last line on top.
     first_tb = block.find(b"Traceback (most recent call last)")
     first_exc = re.search(rb"\]\s*\w+(?:Error|Exception): ", block)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 
-from diagnostics.scanning.scan import _newest_first_by_time, classify_stream
+from diagnostics.scanning.scan import _head, _newest_first_by_time, classify_stream
 from tests.support.packs import shipped_pack
 
 PACK = shipped_pack()
@@ -36,7 +36,7 @@ def test_a_start_that_came_up_listed_newest_first_is_ready():
     lines = [*START, *UP]
     for newest_first in (False, True):
         data = export(lines, newest_first)
-        assert _newest_first_by_time(data) is newest_first
+        assert _newest_first_by_time(_head(data)) is newest_first
         assert str(classify_stream(io.BytesIO(data), PACK).state) == "ready", newest_first
 
 
@@ -54,7 +54,7 @@ def test_a_failure_listed_newest_first_is_the_failure():
 
 def test_timestamps_that_do_not_go_back_are_read_as_they_come():
     same_second = [f"2025-03-04 16:20:01,{line}" for line in [*START, *UP]]
-    assert not _newest_first_by_time("\n".join(same_second).encode())
-    assert not _newest_first_by_time(export([*START, *UP], False))
+    assert not _newest_first_by_time(_head("\n".join(same_second).encode()))
+    assert not _newest_first_by_time(_head(export([*START, *UP], False)))
     too_few = export(UP, True)  # three stamped lines say too little
-    assert not _newest_first_by_time(too_few)
+    assert not _newest_first_by_time(_head(too_few))
