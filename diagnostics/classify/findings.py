@@ -53,6 +53,16 @@ class Hit(NamedTuple):
         return (self.rule.rank, self.at, self.rule.priority)
 
 
+def claim_rank(rule: Rule) -> tuple[int, int]:
+    """Which of the rules that accept one line reads it (the lower first): a rule whose
+    condition held (the frames it names, a line it needs before) before a rule without
+    one, then the pack's order. Its condition is evidence the other lacks: the API
+    server's bind (``create_server_socket`` among the frames) names what the gaierror
+    a hub's lookup also raises was for."""
+    conditioned = rule.kind == "cause" and bool(rule.traceback_through or rule.after)
+    return (0 if conditioned else 1, rule.priority)
+
+
 class Findings:
     """The best match so far, the match still collecting continuation lines, and a
     late (``before_ready`` after ready) match."""
@@ -63,7 +73,7 @@ class Findings:
         self.late: Hit | None = None
         self.found: dict[int, Hit] = {}  # rule priority -> its first finding
         # (first line, last line, priority): the rules that read the last lines first
-        self._claims: deque[tuple[int, int, int]] = deque(maxlen=8)
+        self._claims: deque[tuple[int, int, tuple[int, int]]] = deque(maxlen=8)
 
     def clear(self) -> None:
         self.best = self.collecting = self.late = None
@@ -100,13 +110,14 @@ class Findings:
         # alone reads as a bare validation error). The same rule on the first part alone
         # keeps its reading: that line was whole, and the next one another message.
         last = max(through, line)
+        rank = claim_rank(rule)
         overlapping = [c for c in self._claims if c[0] <= last and line <= c[1]]
         for first, _end, by in overlapping:
-            if by < rule.priority or (by == rule.priority and first <= line):
+            if by < rank or (by == rank and first <= line):
                 return
         if overlapping:
-            self._retract(line, last, rule.priority)
-        self._claims.append((line, last, rule.priority))
+            self._retract(line, last, rank)
+        self._claims.append((line, last, rank))
         chain, origin = progress.chain, progress.origin
         hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header)
         if rule.before_ready and progress.phase is State.READY:
@@ -152,14 +163,14 @@ class Findings:
             return None
         return self.best.rule.rank + (1 if self.best.header else 0)
 
-    def _retract(self, first: int, last: int, priority: int) -> None:
-        """Forget the findings on lines ``first``..``last`` of ``priority``'s rule and the
-        rules after it."""
+    def _retract(self, first: int, last: int, rank: tuple[int, int]) -> None:
+        """Forget the findings on lines ``first``..``last`` of the rule of claim ``rank``
+        and the rules after it."""
         for key, hit in list(self.found.items()):
-            if first <= hit.line <= last and key >= priority:
+            if first <= hit.line <= last and claim_rank(hit.rule) >= rank:
                 del self.found[key]
         best = self.best
-        if best is not None and first <= best.line <= last and best.rule.priority >= priority:
+        if best is not None and first <= best.line <= last and claim_rank(best.rule) >= rank:
             self.best = min(self.found.values(), key=lambda h: h.key, default=None)
             self.collecting = None
 
