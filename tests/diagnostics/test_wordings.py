@@ -226,6 +226,19 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # only /.cache itself and what is under it are the user's: a folder that shares a
+    # prefix with it (or with /dev, a device's) is a folder not writable, permanent
+    *(
+        ([f"PermissionError: [Errno 13] Permission denied: '{path}'"], "other", True)
+        for path in (
+            "/.cargo/registry",
+            "/.cached",
+            "/.cach",
+            "/deploy/models",
+            "/devel/x",
+            "models/x",
+        )
+    ),
     # Gloo could not link the ranks (its full mesh across hosts, a peer's connection
     # closed): the ranks' link or another rank, as NCCL's own failures (held-out KW).
     (
