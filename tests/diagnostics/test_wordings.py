@@ -203,6 +203,21 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # vLLM 0.4's wait for its Ray placement group timing out: the cluster lacks the GPUs
+    # the parallelism asks for (JY, a Ray Serve replica holding one of them).
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/venv/lib/python3.10/site-packages/vllm/executor/ray_utils.py", '
+            "line 107, in initialize_ray_cluster",
+            "    ray.get(current_placement_group.ready(), timeout=1800)",
+            '  File "/opt/venv/lib/python3.10/site-packages/ray/_private/worker.py", line 2667, '
+            "in get",
+            "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready.",
+        ],
+        "bad_config",
+        True,
+    ),
     # The hub's cache under a home of / (an arbitrary user id without a home folder, as
     # OpenShift runs containers): the user's, as a user without a passwd entry (LQ, LB);
     # a cache folder of a mount not writable stays the mount's, permanent.
@@ -2309,3 +2324,16 @@ def test_ray_serve_deploying_its_application_is_a_ready_marker():
     ]
     diagnosis = classify_stream(io.BytesIO("\n".join(later).encode()), PACK)
     assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
+
+
+def test_a_ray_get_timing_out_elsewhere_is_not_the_placement_group():
+    """Ray's GetTimeoutError through another wait (a user's own ray.get) says nothing of
+    the GPUs vLLM's parallelism asked for."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/srv/app.py", line 9, in run',
+        "    ray.get(refs, timeout=60)",
+        "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready.",
+    ]
+    diagnosis = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert diagnosis.rule != "placement-group-timed-out"

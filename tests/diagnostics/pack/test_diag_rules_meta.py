@@ -98,6 +98,8 @@ WITHOUT_A_REAL_LOG = {
     # vLLM's platform detection (vllm/platforms/__init__.py) and xFormers' import check
     "no-platform-detected": "test_selection.CONSEQUENCES",
     "xformers-built-for-another-torch": "test_selection.CONSEQUENCES",
+    # vLLM 0.4's wait for its placement group (ray_utils.initialize_ray_cluster)
+    "placement-group-timed-out": "test_wordings.WORDINGS",
     # uvicorn's TLS set-up (its create_ssl_context), written from its code
     "tls-files-unusable": "test_wordings.WORDINGS",
     # Kubernetes' service links (its documented env var form), written from the platform
