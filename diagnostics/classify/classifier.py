@@ -54,8 +54,9 @@ def default_pack() -> RulePack:
 
 def _rules_matching(pack: RulePack, text: str) -> set[int]:
     """The priorities of the rules whose patterns match ``text``."""
-    patterns = [pack.patterns[i] for i in _hit_ids(pack, text)]
-    return {p.owner for p in patterns if p.kind == "rule" and p.regex.search(text)}
+    encoded = text.encode("utf-8", "surrogateescape")  # (as linereading reads a line)
+    patterns = [pack.patterns[i] for i in _hit_ids(pack, encoded)]
+    return {p.owner for p in patterns if p.kind == "rule" and p.regex.search(encoded)}
 
 
 def _may_match(pack: RulePack, text: str) -> set[int]:

@@ -25,6 +25,7 @@ from diagnostics.classify.normalize import wrapped_at_width
 from diagnostics.classify.progress import Origin, Progress
 from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
 from diagnostics.model import State
+from diagnostics.pack.pack import claim_rank
 from diagnostics.pack.rules import Rule
 from diagnostics.redaction.redact import truncate
 
@@ -51,16 +52,6 @@ class Hit(NamedTuple):
     @property
     def key(self) -> tuple[int, int, int]:
         return (self.rule.rank, self.at, self.rule.priority)
-
-
-def claim_rank(rule: Rule) -> tuple[int, int]:
-    """Which of the rules that accept one line reads it (the lower first): a rule whose
-    condition held (the frames it names, a line it needs before) before a rule without
-    one, then the pack's order. Its condition is evidence the other lacks: the API
-    server's bind (``create_server_socket`` among the frames) names what the gaierror
-    a hub's lookup also raises was for."""
-    conditioned = rule.kind == "cause" and bool(rule.traceback_through or rule.after)
-    return (0 if conditioned else 1, rule.priority)
 
 
 class Findings:

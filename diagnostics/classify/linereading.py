@@ -28,11 +28,11 @@ class Reading(NamedTuple):
     actions: tuple[tuple[int, int, object], ...]  # (what, pattern index, its value)
 
 
-def hit_ids(pack: RulePack, text: str) -> set[int]:
-    """The indexes of the pack's patterns that hit ``text``."""
+def hit_ids(pack: RulePack, text: str | bytes) -> set[int]:
+    """The indexes of the pack's patterns that hit ``text`` (str, or its UTF-8)."""
     ids: set[int] = set()
     pack.line_database.scan(
-        text.encode("utf-8", "surrogateescape"),
+        text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text,
         match_event_handler=lambda i, _f, _t, _fl, _c: ids.add(i),
     )
     return ids
@@ -62,7 +62,10 @@ def _read(pack: RulePack, line: str) -> Reading | None:
         return None
     error_level = bool(raw & pack.error_ids)
     text = normalize(line)
-    ids = hit_ids(pack, text)
+    # (a pattern's regex confirms a hit on the UTF-8 the database read: RE2 reads UTF-8,
+    # and given a str its wrapper encodes it and maps every offset back, 2/3 of a search)
+    encoded = text.encode("utf-8", "surrogateescape")
+    ids = hit_ids(pack, encoded)
     if not ids or access_line(text):
         return Reading(error_level, text, clean, ()) if error_level else None
     clean = clean_raw(line) if plain else clean
@@ -70,18 +73,25 @@ def _read(pack: RulePack, line: str) -> Reading | None:
     actions: list[tuple[int, int, object]] = []
     for index in sorted(ids, key=lambda i: (patterns[i].kind != "traceback", i)):
         pattern = patterns[index]
-        if pattern.kind == "phase" and (found := pattern.regex.search(text)):
-            actions.append((PHASE, index, found.groupdict()))
-        elif pattern.kind == "rule" and pattern.regex.search(text):
+        if pattern.kind == "phase" and (found := pattern.regex.search(encoded)):
+            actions.append((PHASE, index, _decoded(found.groupdict())))
+        elif pattern.kind == "rule" and pattern.regex.search(encoded):
             actions.append((RULE, index, None))
         elif pattern.kind == "header_class" and (cls := text.split(None, 1)[0]):
             actions.append((HEADER_CLASS, index, cls))
-        elif _seen(pattern, text):
+        elif _seen(pattern, encoded):
             actions.append((SEEN, index, None))
     return Reading(error_level, text, clean, tuple(actions))
 
 
-def _seen(pattern: Pattern, text: str) -> bool:
+def _decoded(groups: dict[str, bytes | None]) -> dict[str, str | None]:
+    return {
+        name: None if value is None else value.decode("utf-8", "surrogateescape")
+        for name, value in groups.items()
+    }
+
+
+def _seen(pattern: Pattern, text: bytes) -> bool:
     """Whether a hit is a marker the progress records: an ``after`` marker only when its
     whole regex matches (the database holds it without anchors: ``^`` would match
     anywhere)."""

@@ -213,6 +213,16 @@ class RulePack:
         raise KeyError(rule_id)
 
 
+def claim_rank(rule: Rule) -> tuple[int, int]:
+    """Which of the rules that accept one line reads it (the lower first): a rule whose
+    condition held (the frames it names, a line it needs before) before a rule without
+    one, then the pack's order. Its condition is evidence the other lacks: the API
+    server's bind (``create_server_socket`` among the frames) names what the gaierror
+    a hub's lookup also raises was for."""
+    conditioned = rule.kind == "cause" and bool(rule.traceback_through or rule.after)
+    return (0 if conditioned else 1, rule.priority)
+
+
 def tier(rule: Rule) -> int:
     """The selection tier of a rule's findings (lower wins): among specific causes,
     memory first (it keeps precedence over what it causes), then device faults (a GPU
