@@ -18,7 +18,13 @@ nothing is left out. Lines without a service name (compose's own ``vllm-1 exited
 code 1``) are kept. One vLLM service's ready marker does not clear another's failure
 (a project's embedding server up, its chat server failed: the log shows a failure). The
 fast path does not restart at a ready marker under a service's name
-(``diagnostics.scanning.readyseek``): whose it is shows only in the lines before."""
+(``diagnostics.scanning.readyseek``): whose it is shows only in the lines before.
+
+``tail`` and ``head`` given several files print each file's lines under a header
+(``==> vllm.out <==``; ``tail -f`` again each time another file grows): the lines after
+it are that file's, as a compose line is its service's (a proxy's "Uvicorn running" in
+``litellm.out`` is not vLLM up). Whose such a line is shows only in a header above it,
+so ``diagnose`` reads a log with such headers line by line (``diagnostics.scanning.scan``)."""
 
 from __future__ import annotations
 
@@ -70,6 +76,8 @@ _VLLM_HEADER = re.compile(
 # (FastChat's worker: "2024-03-11 08:14:13 | INFO | stdout | " before vLLM's header, "|
 # ERROR | stderr | " before a traceback frame): vLLM's lines inside them are still vLLM's.
 _LOGGER_FIELDS = re.compile(r"(?:[^|\n]{1,40}\| ){2,4}")
+# The header ``tail``/``head`` print before each file's lines when given several.
+SECTION = re.compile(r"^==> (?P<name>[^\n]{1,200}?) <==\s*$")
 
 
 class Services:
@@ -79,14 +87,19 @@ class Services:
     def __init__(self) -> None:
         self.vllm: set[str] = set()
         self.current: str | None = None  # the service of the line read last
+        self.section: str | None = None  # the file named by the last tail/head header
 
     def foreign(self, line: str) -> bool:
         """Whether ``line`` is another service's (and is to be left out)."""
-        found = _service(line)
-        name = self.current = None if found is None else _name(found)
-        if found is None or name is None or name in self.vllm or name in _RUNNERS:
+        if line.startswith("==> ") and (header := SECTION.match(line)):
+            self.section, self.current = header.group("name"), None
             return False
-        at = found.end()
+        found = _service(line)
+        name = None if found is None else _name(found)
+        at = 0 if found is None else found.end()
+        name = self.current = self.section if name is None else name
+        if name is None or name in self.vllm or name in _RUNNERS:
+            return False
         inner = _LOGGER_FIELDS.match(line, at)
         starts = (at,) if inner is None else (at, inner.end())
         if any(

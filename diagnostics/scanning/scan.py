@@ -35,6 +35,7 @@ from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.attemptseek import attempt_before, attempt_starts, last_attempt
+from diagnostics.scanning.sections import classify_sections, sectioned
 from diagnostics.scanning.streams import blocks, decoded, reversed_lines
 
 BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
@@ -70,6 +71,8 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
             # Evidence line numbers refer to the file as given.
             classifier.feed(line.decode("utf-8", "replace"), lineno)
         return classifier.diagnosis()
+    if sectioned(first):  # several files under tail's headers: line by line
+        return classify_sections(first, reader, pack, block_size)
     if reader is not stream:  # decoded (UTF-16/32, CR line ends): read as it comes
         fastpath.classify_blocks(blocks(first, reader, block_size), classifier)
     elif _seekable(stream):

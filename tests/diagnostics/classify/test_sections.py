@@ -1,0 +1,62 @@
+"""A log of several files under ``tail``'s headers (``==> vllm.out <==``): each file's
+lines are that file's, as a compose line is its service's (diagnostics/classify/services.py),
+so another program's ready marker in its own file does not clear vLLM's failure
+(held-out ML: LiteLLM's proxy up after vLLM failed)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from diagnostics import classify_lines
+from diagnostics.model import State
+from diagnostics.scanning import sections
+from diagnostics.scanning.scan import classify_stream
+from tests.support.packs import both_paths, shipped_pack
+
+VLLM = [
+    "INFO 06-05 10:15:41 api_server.py:177] vLLM API server version 0.4.3",
+    "Traceback (most recent call last):",
+    '  File "/opt/venv/lib/python3.10/site-packages/vllm/config.py", line 253, in '
+    "verify_with_parallel_config",
+    "    raise ValueError(",
+    "ValueError: Total number of attention heads (40) must be divisible by tensor parallel "
+    "size (3).",
+]
+PROXY = [
+    "INFO:     Started server process [20114]",
+    "INFO:     Waiting for application startup.",
+    "INFO:     Application startup complete.",
+    "INFO:     Uvicorn running on http://0.0.0.0:4000 (Press CTRL+C to quit)",
+]
+
+
+def test_another_programs_ready_marker_in_its_own_file_does_not_clear_vllms_failure():
+    lines = ["==> vllm.out <==", *VLLM, "", "==> litellm.out <==", *PROXY]
+    diagnosis = both_paths(lines)
+    assert (diagnosis.rule, diagnosis.state) == (
+        "tensor-parallel-gpu-count",
+        State.FAILED_PERMANENT,
+    )
+    # the same lines without the headers: one program's, up at the end
+    assert classify_lines([*VLLM, *PROXY]).state is State.READY
+
+
+def test_vllms_own_file_coming_back_up_is_ready():
+    """``tail -f`` prints a file's header again when it grows: vLLM's own ready marker
+    after its earlier lines is vLLM's."""
+    ready = "INFO:     Uvicorn running on http://0.0.0.0:8001 (Press CTRL+C to quit)"
+    lines = ["==> vllm.out <==", VLLM[0], "==> litellm.out <==", *PROXY[:2]]
+    lines += ["==> vllm.out <==", ready]
+    assert both_paths(lines).state is State.READY
+
+
+@pytest.mark.parametrize("block_size", [64, 1 << 18])
+def test_a_log_past_the_whole_read_is_fed_as_it_comes(monkeypatch, block_size):
+    lines = ["==> vllm.out <==", *VLLM, "", "==> litellm.out <==", *PROXY]
+    expected = classify_lines(lines)
+    monkeypatch.setattr(sections, "WHOLE_UP_TO", 100)
+    data = "\n".join(lines).encode()
+    got = classify_stream(io.BytesIO(data), shipped_pack(), block_size=block_size)
+    assert (got.rule, got.state, got.evidence) == (expected.rule, expected.state, expected.evidence)
