@@ -60,6 +60,11 @@ _PREFIXES = re.compile(
     | """
     + ISO_TIME
     + r"""(?:\s*\|)?\s+
+    # a CSV export's time field (CloudWatch Logs Insights', Datadog's: "time,message";
+    # not logging's "12:00:00,123" milliseconds), its cell unquoted below
+    | """
+    + ISO_TIME
+    + r""",(?=[^\d\s])
     | (?:stdout|stderr)\ [FP]\ ?                                    # a CRI log (after its time)
     | \[\d{4}[-/]\d\d[-/]\d\d[T\ ][\d:.,]+Z?\]\s*                     # [2024-05-01 12:00:00]
     | \d{4}/\d\d/\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?\s+                 # 2024/05/01 12:00:00
@@ -186,7 +191,10 @@ def normalize(line: str) -> str:
             if not match or match.end() == 0:
                 break
             text = indented
+        cell = text[match.end() - 1] == "," and text[match.end() : match.end() + 1] == '"'
         text = text[match.end() :]
+        if cell:  # a quoted CSV cell: its quotes doubled inside, one around it
+            text = text[1:].removesuffix('"').replace('""', '"')
     return reshape(text)
 
 

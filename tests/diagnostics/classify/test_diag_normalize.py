@@ -90,3 +90,38 @@ def test_clean_raw_keeps_prefixes_but_not_colours():
 def test_an_in_band_tag_is_kept(line):
     """A tag is a launcher's only before what reads as a log line or a traceback's."""
     assert normalize(line) == line
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        # CloudWatch Logs Insights' CSV: the time field, the message's cell quoted with
+        # its quotes doubled (when it holds a quote or a comma), else bare
+        (f'2024-08-14 18:20:49.660,"{MSG.replace(".", ", x.")}"', MSG.replace(".", ", x.")),
+        (f"2024-08-14 18:20:49.660,{MSG}", MSG),
+        (
+            '2024-08-14 18:20:49.660,"INFO:     10.0.0.2:48210 - ""GET /ping HTTP/1.1"" 404 '
+            'Not Found"',
+            '10.0.0.2:48210 - "GET /ping HTTP/1.1" 404 Not Found',
+        ),
+        # logging's milliseconds after a comma are not a CSV field
+        ("2024-08-14 18:20:49,660 - vllm - INFO - up", "up"),
+    ],
+)
+def test_a_csv_exports_time_field_and_quoted_cell_are_taken_off(raw, text):
+    assert normalize(raw) == text
+
+
+def test_an_access_line_in_a_csv_export_is_the_servers_answer():
+    """A health check's 404 in a CSV export (newest first) of a server that came up is
+    a client's request answered, not the hub's answer (held-out MO)."""
+    from diagnostics import classify_lines
+    from diagnostics.model import State
+
+    lines = [
+        "@timestamp,@message",
+        '2024-08-14 18:20:49.660,"INFO:     10.0.0.2:48210 - ""GET /ping HTTP/1.1"" 404 Not Found"',
+        "2024-08-14 18:20:47.660,INFO:     Uvicorn running on http://0.0.0.0:8080 (Press CTRL+C to quit)",
+        "2024-08-14 18:20:46.341,INFO 08-14 18:20:46 model_runner.py:1225] Graph capturing finished in 16 secs.",
+    ]
+    assert classify_lines(lines[:1] + lines[:0:-1]).state is State.READY
