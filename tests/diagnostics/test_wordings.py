@@ -203,6 +203,26 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # Out of memory while vLLM's worker sets up its device (init_device: before a weight
+    # is loaded), V0's and V1's: other processes hold the GPU (LY's earlier vLLM still
+    # running); the same words while loading the model are the model's, permanent.
+    *(
+        (
+            [
+                "Traceback (most recent call last):",
+                f'  File "/usr/lib/python3/site-packages/vllm/{worker}", line 95, in {where}',
+                f"    {call}",
+                "RuntimeError: CUDA error: out of memory",
+            ],
+            "oom",
+            where == "load_model",
+        )
+        for worker, where, call in (
+            ("worker/worker.py", "init_device", "torch.cuda.empty_cache()"),
+            ("v1/worker/gpu_worker.py", "init_device", "self.init_snapshot = MemorySnapshot()"),
+            ("v1/worker/gpu_worker.py", "load_model", "self.model_runner.load_model()"),
+        )
+    ),
     # vLLM 0.4's wait for its Ray placement group timing out: the cluster lacks the GPUs
     # the parallelism asks for (JY, a Ray Serve replica holding one of them).
     (
