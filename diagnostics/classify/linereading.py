@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from diagnostics.classify.normalize import access_line, clean_raw, normalize
+from diagnostics.classify.normalize import access_line, clean_raw, normalize, ray_daemons
 from diagnostics.pack.rules import Pattern, RulePack
 
 # A line longer than this is read each time it comes (the memo holds no long lines).
@@ -60,7 +60,7 @@ def _read(pack: RulePack, line: str) -> Reading | None:
     raw = hit_ids(pack, clean)
     if plain and not raw:
         return None
-    error_level = bool(raw & pack.error_ids)
+    error_level = bool(raw & pack.error_ids) and not ray_daemons(clean)
     text = normalize(line)
     # (a pattern's regex confirms a hit on the UTF-8 the database read: RE2 reads UTF-8,
     # and given a str its wrapper encodes it and maps every offset back, 2/3 of a search)

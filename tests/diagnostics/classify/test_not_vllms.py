@@ -1,0 +1,51 @@
+"""Lines that are not vLLM's own and say nothing of its start: a client's words that
+vLLM's server could not be reached (a consequence, never the hub: held-out MV's trainer
+that gave up before `trl vllm-serve` was up), and a Ray daemon's error forwarded to the
+driver's console (Ray's disk filling, not vLLM's error: MV's rollout still loading).
+Both paths."""
+
+from __future__ import annotations
+
+from diagnostics.model import Category, State
+from tests.support.packs import both_paths
+
+READY = [
+    "INFO 05-06 17:42:44 [core_client.py:439] Core engine process 0 ready.",
+    "INFO:     Application startup complete.",
+    "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+]
+CLIENT = [
+    "[rank0]: Traceback (most recent call last):",
+    '[rank0]:   File "/home/user/grpo/train_grpo.py", line 88, in <module>',
+    "[rank0]:     trainer = GRPOTrainer(",
+    '[rank0]:   File "/srv/venv/lib/python3.11/site-packages/trl/extras/vllm_client.py", '
+    "line 121, in check_server",
+    "[rank0]:     raise ConnectionError(",
+    "[rank0]: ConnectionError: The vLLM server can't be reached at 0.0.0.0:8000 after 15 "
+    "seconds. Make sure the server is running by running `trl vllm-serve`.",
+]
+LOADING = [
+    "(WorkerDict pid=21) INFO 01-09 14:03:23 selector.py:115] Using XFormers backend.",
+    "(WorkerDict pid=21) before init cache memory allocated: 8.93GB, reserved: 9.02GB",
+]
+DAEMON_ERROR = (
+    "[2025-01-09 14:03:51,402 E 2150098 2150098] (raylet) file_system_monitor.cc:116: "
+    "/tmp/ray/session_2025 is over 95% full, available space: 10.1 GB; capacity: 218.3 GB."
+    " Object creation will fail if spilling is required."
+)
+
+
+def test_a_clients_word_that_vllms_server_was_unreachable_is_not_the_hub():
+    assert both_paths([*READY, "", "### terminal 2", *CLIENT]).state is State.READY
+    alone = both_paths(CLIENT)
+    assert alone.category is not Category.NETWORK, alone.rule
+    # the hub's own unreachable stays the network's
+    hub = "ConnectionError: Couldn't reach 'https://huggingface.co' to load"
+    assert both_paths([hub]).category is Category.NETWORK
+
+
+def test_a_ray_daemons_error_is_not_vllms():
+    daemon = both_paths([*LOADING, f"(raylet) {DAEMON_ERROR}"])
+    assert daemon.state in (State.STARTING, State.LOADING), daemon.rule
+    # the same error in the driver's own process is an error the start ended on
+    assert both_paths([*LOADING, DAEMON_ERROR]).rule == "log-ends-after-error"
