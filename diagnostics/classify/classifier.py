@@ -180,6 +180,12 @@ class Classifier:
         some lines were fed (diagnose skips what cannot change the verdict): these win."""
         self._progress.context.update(latest)
 
+    @property
+    def vllm_left(self) -> bool:
+        """Before ready, a traceback of vLLM's code left the program that ran it, and no
+        new start of vLLM followed: a ready marker now is another program's."""
+        return self._progress.left
+
     def diagnosis(self, *, exit_code: int | None = None, exited: bool = False) -> Diagnosis:
         """The verdict so far. ``exited``: vLLM is gone, so a start without a match failed."""
         findings, progress, context = self.findings, self._progress, self._progress.context
@@ -199,10 +205,20 @@ class Classifier:
         state = PHASES[name]
         if state is State.STARTING and self.phase is State.READY:
             self.findings.late = None  # a new start after a ready one: judged afresh
+        if state is State.STARTING and _a_vllm_start(groups):
+            self._progress.left = False  # a new start of vLLM announcing itself
         ready, done = state is State.READY, bool(groups.get("engine_done"))
+        if ready and self._progress.left:
+            return None  # vLLM's program ended before: another program's server is up
         if not self.findings.outlived(ready, done, self._services.apart):
             return None  # another vLLM service is up: this one's failure stands
         return self._progress.enter(name)
+
+
+def _a_vllm_start(groups: Mapping[str, str | None]) -> bool:
+    """Whether a start marker is vLLM's: its version, its engine, or arguments that name
+    a model (another program's ``args: Namespace(`` names none: FastChat's API server)."""
+    return groups.get("server") != "args" or "model" in (groups.get("settings") or "")
 
 
 def _chosen(hit: Hit, progress: Progress, pack: RulePack) -> Hit:

@@ -35,6 +35,10 @@ _VLLM_MAIN = re.compile(
 )
 
 
+# A frame in vLLM's own code (its package, or the `vllm` script).
+_VLLM_CODE = re.compile(r"[/\\]vllm(?:[/\\]|$)")
+
+
 class Origin(NamedTuple):
     """Where an exception was raised: a project-relative path and function (from a
     frame), or the file name vLLM's log prefix gives (function empty)."""
@@ -71,6 +75,11 @@ class Progress:
         self.origin: Origin | None = None  # the innermost project frame of this traceback
         self.outermost = False  # the next frame is a traceback's first
         self.exited = False  # after ready, a traceback left vLLM's program: it ended
+        # before ready, a traceback of vLLM's code left the program that ran it (`vllm`,
+        # `python -m`): that start ended, and a ready marker after it, before a new
+        # start's marker, is another program's (a proxy in the same stream)
+        self.left = False
+        self._leaving = False  # this traceback's first frame was a program's main
 
     def saw(self, pattern: Pattern, text: str, lineno: int) -> None:
         """A traceback header, a traceback line, a frame or an ``after`` marker hit."""
@@ -81,7 +90,7 @@ class Progress:
             self._chained = False
             header = _HEADER_CLASS.match(text)
             self.origin = Origin("", "", header.group("cls")) if header else None
-            self.outermost = True
+            self.outermost = self._leaving = True
             if not self.stopping and self.phase is not State.READY:
                 self.traceback = lineno
         elif pattern.kind == "chain":
@@ -122,8 +131,11 @@ class Progress:
         if self.outermost:
             self.outermost = False
             main = _VLLM_MAIN.search(f"{shown} {found.group('func')}")
-            if main is not None and self.phase is State.READY and not self.stopping:
+            self._leaving = main is not None and not self.stopping
+            if self._leaving and self.phase is State.READY:
                 self.exited = True
+        if self._leaving and self.phase is not State.READY and _VLLM_CODE.search(shown):
+            self.left = True
         path = project_path(shown)
         caller = self.origin
         if path is not None and found.group("func") in _ACCESSORS and caller and caller.path:

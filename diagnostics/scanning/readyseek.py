@@ -98,7 +98,7 @@ def plan(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 << 20) -> 
         else:
             found = -1 if found < 0 else tail
         if found is not None:
-            restart = None if found < 0 else _restart_before(stream, start, pos + found)
+            restart = None if found < 0 else _restart_before(stream, start, pos + found, pack)
             return Plan(restart, quiet_from)
         carry = bytes(data[:head])
     return Plan(None, quiet_from)
@@ -164,13 +164,17 @@ def last_line(
 
 
 _LOOK_BACK = 1 << 16
+# How far before the last ready marker the end of vLLM's program is looked for (a
+# traceback there makes the file read whole: the marker may be another program's).
+_LEFT_LOOK_BACK = 1 << 20
 
 
-def _restart_before(stream: BinaryIO, start: int, ready: int) -> Restart | None:
+def _restart_before(stream: BinaryIO, start: int, ready: int, pack: RulePack) -> Restart | None:
     """The restart at the ready line at offset ``ready``: the first line of the run of
     hard-wrapped lines right before it (the classifier joins such a line with the
     next), and the number of lines before that. None when that run is longer than
-    the look-back window."""
+    the look-back window, or when vLLM's program ended in the window before it (the
+    marker is then another program's: ``Classifier.vllm_left``)."""
     window_start = max(start, ready - _LOOK_BACK)
     stream.seek(window_start)
     window = stream.read(ready - window_start)
@@ -183,7 +187,29 @@ def _restart_before(stream: BinaryIO, start: int, ready: int) -> Restart | None:
             break
         offset = line_start
     restart = window_start + offset
+    look_from = max(start, restart - _LEFT_LOOK_BACK)
+    if look_from < window_start:
+        stream.seek(look_from)
+        before = stream.read(restart - look_from)
+    else:
+        before = window[:offset]
+    if _left_before(before, look_from > start, pack):
+        return None
     return Restart(restart, count_lines(stream, start, restart))
+
+
+def _left_before(window: bytes, cut: bool, pack: RulePack) -> bool:
+    """Whether the lines of ``window`` (its first one cut when ``cut``) show vLLM's
+    program ended by a traceback, with no new start of vLLM after it."""
+    if b"Traceback (most recent call last)" not in window:
+        return False
+    from diagnostics.classify.classifier import Classifier  # (a window with a traceback)
+
+    classifier = Classifier(pack)
+    lines = window.split(b"\n")
+    for line in lines[1 if cut else 0 :]:
+        classifier.feed(line.decode("utf-8", "replace"))
+    return classifier.vllm_left
 
 
 def count_lines(stream: BinaryIO, start: int, end: int, chunk: int = 1 << 20) -> int:
