@@ -25,13 +25,13 @@ from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, refine
 from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, read_line
 from diagnostics.classify.linereading import hit_ids as _hit_ids
 from diagnostics.classify.normalize import (
-    access_line,
     clean_raw,
     continuation,
     normalize,
     reshape,
     wrapped_at_width,
 )
+from diagnostics.classify.notvllm import access_line
 from diagnostics.classify.progress import Progress
 from diagnostics.classify.services import Services
 from diagnostics.classify.serving import UNDER_WAY, tail_of, with_serving

@@ -49,6 +49,13 @@ OWN_PREFIX = rf"(?:{_PID_PREFIX}|{_RANK_PREFIX})"
 
 # An ISO time as docker and kubectl put it before each line (--timestamps).
 ISO_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+# The time field of Kibana's CSV export ("Mar 27, 2025 @ 18:44:14.890") and of Azure Log
+# Analytics' ("3/12/2025, 10:32:56.636 AM"), always quoted (they hold a comma).
+# (Its spaces written [ ]: it is read in verbose mode too.)
+CSV_TIME = (
+    r"(?:[A-Z][a-z]{2}[ ]\d{1,2},[ ]\d{4}[ ]@[ ]\d\d:\d\d:\d\d(?:\.\d+)?"
+    r"|\d{1,2}/\d{1,2}/\d{4},[ ]\d{1,2}:\d\d:\d\d(?:\.\d+)?[ ]?[AP]M)"
+)
 
 # Each prefix is stripped from the start of the line, repeatedly, in any order.
 _PREFIXES = re.compile(
@@ -61,10 +68,15 @@ _PREFIXES = re.compile(
     + ISO_TIME
     + r"""(?:\s*\|)?\s+
     # a CSV export's time field (CloudWatch Logs Insights', Datadog's: "time,message";
-    # not logging's "12:00:00,123" milliseconds), its cell unquoted below
-    | """
+    # not logging's "12:00:00,123" milliseconds), quoted or not, in ISO form or as Kibana
+    # ("Mar 27, 2025 @ 18:44:14.890") and Azure ("3/12/2025, 10:32:56.636 AM") write it,
+    # then the short fields a collector puts before the message (host, pod, container);
+    # the message's cell unquoted below
+    | "?(?:"""
     + ISO_TIME
-    + r""",(?=[^\d\s])
+    + r"""|"""
+    + CSV_TIME
+    + r""")"?,(?:"?[\w.\-/:@]{1,100}"?,){0,4}(?=[^\d\s])
     | (?:stdout|stderr)\ [FP]\ ?                                    # a CRI log (after its time)
     | \[\d{4}[-/]\d\d[-/]\d\d[T\ ][\d:.,]+Z?\]\s*                     # [2024-05-01 12:00:00]
     | \d{4}/\d\d/\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?\s+                 # 2024/05/01 12:00:00
@@ -135,52 +147,6 @@ def _repr_exception() -> re.Pattern[str]:
     )
 
 
-@cache
-def _access_line() -> re.Pattern[str]:
-    # uvicorn's access line: '%s - "%s %s HTTP/%s" %d %s' (client host:port first); a
-    # client's log of its request to an OpenAI-style server (httpx: 'HTTP Request: %s %s
-    # "%s %d %s"'), whose paths (/v1/..., /health) are never the hub's.
-    return re.compile(
-        r'\S+:\d+ - "[A-Z]{3,7} \S+ HTTP/\d(?:\.\d)?" \d{3}\b'
-        r"|HTTP Request: [A-Z]{3,7} \S+?/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
-        r'\S* "HTTP/\d(?:\.\d)? \d{3}\b'
-        # urllib3's report of a client that could not reach it (a web UI, a task queue
-        # waiting for vLLM): the path is the server's API, never the hub's
-        r"|Max retries exceeded with url: "
-        r"/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
-        # a client's own words that vLLM's server could not be reached (a trainer waiting
-        # for `trl vllm-serve`, a pipeline for its rollout server): vLLM's, never the hub
-        r"|(?i:\bvllm server\b.{0,40}?\b(?:can't|cannot|could not|couldn't) be reached"
-        r"|\b(?:can't|cannot|could not|couldn't|failed to|unable to) (?:reach|connect to)"
-        r" (?:the )?vllm server\b)"
-    )
-
-
-# A Ray daemon's own line (its log forwarded to the driver's console): Ray's, not vLLM's.
-_RAY_DAEMON = re.compile(
-    r"^\s*\((?:raylet|gcs_server|autoscaler|dashboard\w*)(?:, ip=[\w.:\-]+)?\) "
-)
-
-
-def ray_daemons(line: str) -> bool:
-    """Whether ``line`` (raw) is a Ray daemon's (raylet, GCS, autoscaler, dashboard): an
-    error it logs (a disk filling, a node's heartbeat) is Ray's, not vLLM's."""
-    return line.lstrip().startswith("(") and _RAY_DAEMON.match(line) is not None
-
-
-def access_line(text: str) -> bool:
-    """Whether ``text`` (normalised) is an HTTP server's access line, or a client's log of
-    its request to an OpenAI-style server (or of its failure to reach one): the status in
-    it is the server's answer to a client (vLLM's API server, a proxy beside it), never a
-    cause of a failed start (a hub's 401 or 404 reads the same words)."""
-    return (
-        '" ' in text
-        or "HTTP Request: " in text
-        or "Max retries exceeded with url: /" in text
-        or ("LLM server" in text or "LLM Server" in text or "llm server" in text)
-    ) and _access_line().search(text) is not None
-
-
 def strip_ansi(line: str) -> str:
     if "\x1b" in line:
         line = _ansi().sub("", line)
@@ -214,8 +180,19 @@ def normalize(line: str) -> str:
         cell = text[match.end() - 1] == "," and text[match.end() : match.end() + 1] == '"'
         text = text[match.end() :]
         if cell:  # a quoted CSV cell: its quotes doubled inside, one around it
-            text = text[1:].removesuffix('"').replace('""', '"')
+            text = _csv_cell(text)
     return reshape(text)
+
+
+def _csv_cell(text: str) -> str:
+    """The content of the quoted CSV cell ``text`` starts with (the fields after it
+    dropped; a cell whose closing quote is on a later line: the rest of this one)."""
+    at = 1
+    while (end := text.find('"', at)) >= 0:
+        if text[end + 1 : end + 2] != '"':
+            return text[1:end].replace('""', '"')
+        at = end + 2
+    return text[1:].replace('""', '"')
 
 
 def reshape(text: str) -> str:

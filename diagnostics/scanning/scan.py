@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import codecs
 import io
-import itertools
-import re
 from typing import BinaryIO
 
 from diagnostics.classify.attempts import decisive, last_attempt_verdict
 from diagnostics.classify.classifier import Classifier
-from diagnostics.classify.normalize import ISO_TIME
 from diagnostics.classify.serving import TAIL_BYTES, UNDER_WAY, with_serving
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.attemptseek import attempt_before, attempt_starts, last_attempt
+from diagnostics.scanning.order import console_head, looks_reversed
 from diagnostics.scanning.sections import classify_sections, sectioned
 from diagnostics.scanning.streams import blocks, decoded, reversed_lines
 
@@ -47,8 +45,6 @@ LAST_ATTEMPT_FIRST_ABOVE = 64 << 20
 REPEATED_ABOVE = 64 << 20
 _FIRST_ATTEMPT_WITHIN = 8 << 20  # where a big log's first attempt must begin (read whole)
 _DETECT_SIZE = 8 * 1024 * 1024  # how much of a console export the order check reads
-_RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
-_REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
 
 
 class InputError(Exception):
@@ -63,10 +59,10 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
     if b"\x00" in first[:65536]:
         raise InputError("binary input (NUL bytes), not a text log")
     classifier = Classifier(pack)
-    if _console_head(first) and len(first) < _DETECT_SIZE:
+    if console_head(first) and len(first) < _DETECT_SIZE:
         # The order is judged on the first _DETECT_SIZE bytes, whatever the block size.
         first += reader.read(_DETECT_SIZE - len(first))
-    if _looks_reversed(first):
+    if looks_reversed(first):
         for lineno, line in reversed_lines(first, reader, block_size):
             # Evidence line numbers refer to the file as given.
             classifier.feed(line.decode("utf-8", "replace"), lineno)
@@ -222,58 +218,3 @@ def _classify_file(
         end = stream.seek(0, 2)
         classifier.recall(fastpath.context_before(stream, start, end, pack, names))
     return offset, lines
-
-
-def _head(block: bytes) -> list[bytes]:
-    """The first lines of ``block``, by which its order is judged."""
-    return block[:65536].splitlines()[:50]
-
-
-def _console_head(block: bytes) -> bool:
-    """Whether the first lines look like a RunPod console export (either order)."""
-    return _console_lines(_head(block))
-
-
-def _console_lines(head: list[bytes]) -> bool:
-    if not head or not _RUNPOD_CONSOLE.match(head[0]):
-        return False
-    console = sum(1 for line in head if _RUNPOD_CONSOLE.match(line))
-    return console * 2 >= len(head)
-
-
-# A timestamp a collector put at the start of each line (CloudWatch's and GCP's exports,
-# docker's --timestamps, journald's ISO form), after at most a quote or a bracket.
-_LEADING_TIME = rb"^[\"'\[(]?(" + ISO_TIME.encode() + rb")"
-
-
-def _newest_first_by_time(head: list[bytes]) -> bool:
-    """Whether the first lines (``_head``) carry a collector's timestamps that only go
-    back in time (a log export listing the newest line first: CloudWatch Logs Insights,
-    gcloud logging read): most of them stamped, none later than the one before, some
-    earlier."""
-    if not head or sum(line[:1].isdigit() or line[1:2].isdigit() for line in head) * 2 < len(head):
-        return False  # most lines do not begin with a digit: no stamps (no regex compiled)
-    leading = re.compile(_LEADING_TIME)  # compiled here: most logs never get this far
-    stamps = [
-        found.group(1).replace(b"T", b" ").replace(b",", b".")
-        for line in head
-        if (found := leading.match(line)) is not None
-    ]
-    if len(stamps) < 5 or len(stamps) * 2 < len(head):
-        return False
-    pairs = list(itertools.pairwise(stamps))
-    return all(a >= b for a, b in pairs) and any(a > b for a, b in pairs)
-
-
-def _looks_reversed(block: bytes) -> bool:
-    head = _head(block)
-    if _newest_first_by_time(head):
-        return True
-    if not _console_lines(head):
-        return False
-    # Newest first: the final "worker exited" line or a traceback's last line on top.
-    first_tb = block.find(b"Traceback (most recent call last)")
-    first_exc = re.search(rb"\]\s*\w+(?:Error|Exception): ", block)
-    return any(h in head[0] for h in _REVERSED_HINTS) or (
-        first_exc is not None and (first_tb == -1 or first_exc.start() < first_tb)
-    )

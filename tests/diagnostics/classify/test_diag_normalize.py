@@ -104,6 +104,11 @@ def test_an_in_band_tag_is_kept(line):
             'Not Found"',
             '10.0.0.2:48210 - "GET /ping HTTP/1.1" 404 Not Found',
         ),
+        # Kibana's and Azure Log Analytics' time fields, and the short fields they put
+        # before the message (host, pod, container; quoted or not), and after it
+        (f'"Mar 27, 2025 @ 18:44:14.840",gemma-0,{MSG}', MSG),
+        (f'"3/12/2025, 10:32:56.636 AM",aks-node-1,pod-7,vllm,"{MSG}",stderr', MSG),
+        (f'"2025-05-06T13:44:52.234Z","ip-10-20-7-143.ec2.internal","vllm","error","{MSG}"', MSG),
         # logging's milliseconds after a comma are not a CSV field
         ("2024-08-14 18:20:49,660 - vllm - INFO - up", "up"),
     ],

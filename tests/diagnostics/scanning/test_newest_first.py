@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import io
 
-from diagnostics.scanning.scan import _head, _newest_first_by_time, classify_stream
+from diagnostics.scanning.order import _head, _newest_first_by_time
+from diagnostics.scanning.scan import classify_stream
 from tests.support.packs import shipped_pack
 
 PACK = shipped_pack()
@@ -58,3 +59,30 @@ def test_timestamps_that_do_not_go_back_are_read_as_they_come():
     assert not _newest_first_by_time(_head(export([*START, *UP], False)))
     too_few = export(UP, True)  # three stamped lines say too little
     assert not _newest_first_by_time(_head(too_few))
+
+
+def _kibana(n: int) -> str:
+    return f'"Mar 27, 2025 @ 18:{20 + n // 60:02d}:{n % 60:02d}.{n:03d}",vllm-0'
+
+
+def _azure(n: int) -> str:
+    # a 12-hour clock: 11:59 AM, then past noon
+    hour, minute = (11, 59) if n < 2 else (12, n % 60)
+    return f'"3/12/2025, {hour}:{minute:02d}:{n % 60:02d}.{n:03d} {"AM" if n < 2 else "PM"}",aks-node,vllm'
+
+
+def test_kibanas_and_azures_csv_exports_listed_newest_first_are_read_back_to_front():
+    """Kibana's ("Mar 27, 2025 @ 18:44:14.890") and Azure Log Analytics' ("3/12/2025,
+    10:32:56.636 AM") time fields, with the fields they put before the message (held-out
+    MS): a start that failed reads failed, one that came up reads ready."""
+    failed = [
+        *START,
+        "INFO 03-04 16:21:41 weight_utils.py:1] Using model weights format ['*.safetensors']",
+        "ValueError: Invalid repository ID or local directory specified: 'org/model'.",
+    ]
+    for stamp in (_kibana, _azure):
+        for lines, state in (([*START, *UP], "ready"), (failed, "failed-permanent")):
+            rows = [f'{stamp(n)},"{line}"' for n, line in enumerate(lines)]
+            data = ("time,host,message\n" + "\n".join(rows[::-1]) + "\n").encode()
+            assert _newest_first_by_time(_head(data))
+            assert str(classify_stream(io.BytesIO(data), PACK).state) == state

@@ -18,7 +18,8 @@ from diagnostics.classify.attempts import last_attempt_of_lines
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.serving import UNDER_WAY, tail_of, with_serving
 from diagnostics.pack.rules import load_pack
-from diagnostics.scanning.scan import _looks_reversed, classify_stream
+from diagnostics.scanning.order import looks_reversed
+from diagnostics.scanning.scan import classify_stream
 from diagnostics.scanning.streams import LineSplitter, _is_json_log
 from tests.diagnostics.cases import FIXTURES
 from tests.support.packs import shipped_pack
@@ -37,7 +38,7 @@ def _paths() -> list[Path]:
     logs = [
         p
         for p in FIXTURES.rglob("*.log")
-        if not _looks_reversed(head := p.read_bytes()[: 1 << 20]) and not _is_json_log(head)
+        if not looks_reversed(head := p.read_bytes()[: 1 << 20]) and not _is_json_log(head)
     ]
     real = [p for p in logs if "reconstructed" not in p.parts]
     written = [p for p in logs if "reconstructed" in p.parts]

@@ -1,0 +1,104 @@
+"""Which way a log runs: RunPod's console exports list the newest line first, and so do
+other collectors' exports (CloudWatch Logs Insights, gcloud logging read, Kibana's and
+Azure Log Analytics' CSV: their timestamps go back in time). Judged on the first lines;
+such a log is read back to front (:mod:`diagnostics.scanning.scan`)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from functools import cache
+
+from diagnostics.classify.normalize import ISO_TIME
+
+_RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
+_REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
+
+
+def _head(block: bytes) -> list[bytes]:
+    """The first lines of ``block``, by which its order is judged."""
+    return block[:65536].splitlines()[:50]
+
+
+def console_head(block: bytes) -> bool:
+    """Whether the first lines look like a RunPod console export (either order)."""
+    return _console_lines(_head(block))
+
+
+def _console_lines(head: list[bytes]) -> bool:
+    if not head or not _RUNPOD_CONSOLE.match(head[0]):
+        return False
+    console = sum(1 for line in head if _RUNPOD_CONSOLE.match(line))
+    return console * 2 >= len(head)
+
+
+# A timestamp a collector put at the start of each line (CloudWatch's and GCP's exports,
+# docker's --timestamps, journald's ISO form), after at most a quote or a bracket.
+_LEADING_TIME = rb"^[\"'\[(]?(?P<iso>" + ISO_TIME.encode() + rb")"
+
+
+def _newest_first_by_time(head: list[bytes]) -> bool:
+    """Whether the first lines (``_head``) carry a collector's timestamps that only go
+    back in time (a log export listing the newest line first: CloudWatch Logs Insights,
+    gcloud logging read): most of them stamped, none later than the one before, some
+    earlier."""
+    if not head or sum(line[:1].isdigit() or line[1:2].isalnum() for line in head) * 2 < len(head):
+        return False  # most lines begin with no digit nor a quoted time: no stamps
+    stamps = [stamp for line in head if (stamp := _stamp(line)) is not None]
+    if len(stamps) < 5 or len(stamps) * 2 < len(head):
+        return False
+    pairs = list(itertools.pairwise(stamps))
+    return all(a >= b for a, b in pairs) and any(a > b for a, b in pairs)
+
+
+_MONTHS = {
+    m: n for n, m in enumerate(b"Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)
+}
+
+
+def _stamp(line: bytes) -> bytes | None:
+    """The collector's time at the start of ``line`` as sortable bytes: ISO, or a CSV
+    export's quoted field as Kibana ("Mar 27, 2025 @ 18:44:14.890") or Azure Log
+    Analytics ("3/12/2025, 10:32:56.636 AM") write it."""
+    found = _leading().match(line)
+    if found is None:
+        return None
+    if found.group("iso"):
+        return found.group("iso").replace(b"T", b" ").replace(b",", b".")
+    clock = found.group("clock")
+    if found.group("mon"):
+        month, day, year = (
+            _MONTHS.get(found.group("mon"), 0),
+            found.group("kday"),
+            found.group("kyear"),
+        )
+    else:
+        month, day, year = int(found.group("month")), found.group("day"), found.group("year")
+        hour, rest = clock.split(b":", 1)
+        hour24 = int(hour) % 12 + (12 if found.group("half") == b"PM" else 0)
+        clock = b"%02d:%s" % (hour24, rest)
+    return b"%s-%02d-%02d %s" % (year, month, int(day), clock)
+
+
+@cache
+def _leading() -> re.Pattern[bytes]:  # compiled on first use: most logs never get this far
+    return re.compile(
+        _LEADING_TIME
+        + rb"|^\"(?:(?P<mon>[A-Z][a-z]{2}) (?P<kday>\d{1,2}), (?P<kyear>\d{4}) @ "
+        + rb"|(?P<month>\d{1,2})/(?P<day>\d{1,2})/(?P<year>\d{4}), )"
+        + rb"(?P<clock>\d{1,2}:\d\d:\d\d(?:\.\d+)?)(?: ?(?P<half>[AP]M))?\""
+    )
+
+
+def looks_reversed(block: bytes) -> bool:
+    head = _head(block)
+    if _newest_first_by_time(head):
+        return True
+    if not _console_lines(head):
+        return False
+    # Newest first: the final "worker exited" line or a traceback's last line on top.
+    first_tb = block.find(b"Traceback (most recent call last)")
+    first_exc = re.search(rb"\]\s*\w+(?:Error|Exception): ", block)
+    return any(h in head[0] for h in _REVERSED_HINTS) or (
+        first_exc is not None and (first_tb == -1 or first_exc.start() < first_tb)
+    )
