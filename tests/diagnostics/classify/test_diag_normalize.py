@@ -109,6 +109,15 @@ def test_an_in_band_tag_is_kept(line):
         (f'"Mar 27, 2025 @ 18:44:14.840",gemma-0,{MSG}', MSG),
         (f'"3/12/2025, 10:32:56.636 AM",aks-node-1,pod-7,vllm,"{MSG}",stderr', MSG),
         (f'"2025-05-06T13:44:52.234Z","ip-10-20-7-143.ec2.internal","vllm","error","{MSG}"', MSG),
+        # Splunk's: the source field a container's log path (longer than the message)
+        (
+            '"2025-06-18T07:23:30.539+0000","ip-10-42-7-118.ec2.internal","/var/log/containers/'
+            + "vllm-6d8f9c7b5-2xq7m_inference_vllm-"
+            + "3f2a9c81d7e64b05" * 4
+            + '.log",'
+            + f'"kube:container:vllm","{MSG}"',
+            MSG,
+        ),
         # logging's milliseconds after a comma are not a CSV field
         ("2024-08-14 18:20:49,660 - vllm - INFO - up", "up"),
     ],
