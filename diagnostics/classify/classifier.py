@@ -31,9 +31,8 @@ from diagnostics.classify.normalize import (
     reshape,
     wrapped_at_width,
 )
-from diagnostics.classify.notvllm import access_line
 from diagnostics.classify.progress import Progress
-from diagnostics.classify.services import Services
+from diagnostics.classify.services import Services, access_line
 from diagnostics.classify.serving import UNDER_WAY, tail_of, with_serving
 from diagnostics.classify.unmatched import unmatched
 from diagnostics.classify.verdict import render_hit, render_rule

@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from diagnostics.classify.normalize import clean_raw, normalize
-from diagnostics.classify.notvllm import access_line, ray_daemons
+from diagnostics.classify.services import access_line, ray_daemons
 from diagnostics.pack.rules import Pattern, RulePack
 
 # A line longer than this is read each time it comes (the memo holds no long lines).

@@ -90,7 +90,7 @@ class Progress:
             self._chained = False
             header = _HEADER_CLASS.match(text)
             self.origin = Origin("", "", header.group("cls")) if header else None
-            self.outermost = self._leaving = True
+            self.outermost, self._leaving = True, False
             if not self.stopping and self.phase is not State.READY:
                 self.traceback = lineno
         elif pattern.kind == "chain":
