@@ -4,7 +4,6 @@ which nothing can change a verdict."""
 
 # Annotations are evaluated (no `from __future__ import annotations`): typing compiles each
 # string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
-import re
 from collections.abc import Callable
 from typing import BinaryIO, NamedTuple, cast
 
@@ -168,11 +167,6 @@ _LOOK_BACK = 1 << 16
 # How far before the last ready marker the end of vLLM's program is looked for (a
 # traceback there makes the file read whole: the marker may be another program's).
 _LEFT_LOOK_BACK = 1 << 20
-# What only vLLM's own start prints (its version, its engine: the start markers of
-# rules/00-phases.yaml that name no arguments), whatever else runs beside it.
-_VLLM_START = re.compile(
-    rb"vLLM API server version \d|Initializing an? (?:V\d )?LLM engine (?:\(v\d|with config)"
-)
 
 
 def _restart_before(stream: BinaryIO, start: int, ready: int, pack: RulePack) -> Restart | None:
@@ -207,11 +201,6 @@ def _restart_before(stream: BinaryIO, start: int, ready: int, pack: RulePack) ->
 def _left_before(window: bytes, cut: bool, pack: RulePack) -> bool:
     """Whether the lines of ``window`` (its first one cut when ``cut``) show vLLM's
     program ended by a traceback, with no new start of vLLM after it."""
-    # Only the lines from the last start of vLLM on can show its program ended (a start
-    # announcing itself clears it): the tail of a window of many starts is read.
-    begun = max((found.start() for found in _VLLM_START.finditer(window)), default=-1)
-    if begun > 0:
-        window, cut = window[window.rfind(b"\n", 0, begun) + 1 :], False
     if b"Traceback (most recent call last)" not in window:
         return False
     from diagnostics.classify.classifier import Classifier  # (a window with a traceback)
