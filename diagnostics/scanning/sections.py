@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 
 from diagnostics.classify.classifier import Classifier, classify_lines
+from diagnostics.classify.services import SECTION
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.streams import MAX_LINE, Reader
 
-# A header at the start of a line of the first 64 kB (the pattern of
-# diagnostics.classify.services.SECTION, in bytes).
-_HEADER = re.compile(rb"^==> [^\n]{1,200}? <==\s*$", re.MULTILINE)
+# A header at the start of a line of the first 64 kB: services.SECTION, in bytes.
+_HEADER = re.compile(SECTION.pattern.encode(), re.MULTILINE)
 WHOLE_UP_TO = 32 << 20
 
 
