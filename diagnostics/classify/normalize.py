@@ -96,6 +96,11 @@ _PREFIXES = re.compile(
     + r"""\s*                                            # torch distributed
     | \((?:raylet|gcs_server|autoscaler|dashboard\w*)(?:,\ ip=[\w.:\-]+)?\)\s*  # ray daemons
     | E\ {3,}(?=\S)                                                 # pytest failure lines
+    # Triton's report of its vLLM backend's exception, the message after it (glog's
+    # header, Triton's quote): "ERROR: Failed to create instance: ValueError: ..." and
+    # "failed to load 'm' version 1: Internal: ValueError: ..."
+    | [EW]\d{4}\ [\d:.]+\ +\d+\ [\w.\-]+:\d+\]\ "?(?:ERROR:\ Failed\ to\ create\ instance
+      |failed\ to\ load\ '[^']{1,200}'\ version\ \d+:\ [A-Z][a-z]+(?:\ [a-z]+)?):\ (?=\S)
     | \[pod/[\w.\-]+/[\w.\-]+\]\s                                     # kubectl logs --prefix
     # a log tailer's pod and container names (stern's "<pod> <container> "), before a
     # process's own prefix or vLLM's header, or a traceback's header, frame or exception

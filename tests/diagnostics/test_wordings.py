@@ -652,6 +652,12 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     (["RuntimeError: Could not determine home directory."], "other", False),
     (["c41e9b07d2aa Exited (135) 14 seconds ago"], "other", False),
     (["run.sh: line 3:  1234 Bus error               (core dumped) vllm serve m"], "other", False),
+    # a runner's or the shell's report that the command ended: killed (137) or with an
+    # error (tests/diagnostics/classify/test_exit_reports.py has their other words)
+    (["make: *** [Makefile:12: serve] Error 137"], "other", False),
+    (["Error: Process completed with exit code 1."], "other", False),
+    (["❯ echo $?", "137"], "other", False),
+    (["$ echo $?", "1"], "other", False),
     # a temporary status without the hub's URL is anyone's (a web UI's proxy in front of
     # a vLLM that did not start): the cause the log names wins; alone, the network
     (

@@ -145,6 +145,11 @@ WITHOUT_A_REAL_LOG = {
     # torch.distributed's, Gloo's and vLLM's socket words (held-out set JM)
     "distributed-setting-unusable": "test_wordings.WORDINGS",
     "server-socket-address-not-usable": "test_wordings.WORDINGS",
+    # runners' and shells' reports of a command's exit, written from their words (make,
+    # just, CI steps, srun, GNU time; $?, $status, $LASTEXITCODE): held-out set NB
+    "runner-exit-sigkill": "test_wordings.WORDINGS",
+    "runner-exit-status": "test_wordings.WORDINGS",
+    "shell-exit-status": "test_wordings.WORDINGS",
 }
 
 
