@@ -20,8 +20,9 @@ The index: each template's rarest pair of whole words within its first :data:`MI
 fixed characters (lower case; the generator chooses it, :func:`anchor`) -> the
 templates; a text's word pairs are looked up, and each candidate is checked piece by
 piece with ``str.find`` (linear in the text; no regex, nothing to compile). The best
-reading: a whole template before a cut one, then the most fixed text matched; readings
-equally good that disagree on the category say nothing.
+reading: a whole template before a cut one (unless the cut one read more fixed characters
+past it than a field holds: the whole one is its opening), then the most fixed text matched;
+readings equally good that disagree on the category say nothing.
 
 Pure: the data is read once (:func:`load_catalogue`), the lookup does no I/O.
 """
@@ -36,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from functools import cache, lru_cache
 
 from diagnostics.model import Category
-from diagnostics.pack.reading import MIN_CUT, MIN_REWORDED, Entry, Found, read_at
+from diagnostics.pack.reading import MAX_FIELD, MIN_CUT, MIN_REWORDED, Entry, Found, read_at
 
 __all__ = ["MIN_CUT", "MIN_REWORDED", "Catalogue", "Entry", "Found", "load_catalogue"]
 
@@ -96,6 +97,14 @@ def _best(found: list[Found]) -> Found | None:
     whole = [f for f in found if f.whole]
     pool = whole or found
     most = max(f.matched for f in pool)
+    # A reading that goes on past all a whole one read, for more fixed characters than a
+    # field's value runs to, is the longer message the text holds (its ending cut or
+    # reworded), of which the whole one is the opening: "... weight shape."
+    # (bitsandbytes') inside "... weight shape. This can be caused by too large tensor
+    # parallel..." (AWQ's).
+    longer = [f for f in found if not f.whole and f.matched > most + MAX_FIELD] if whole else []
+    if longer:
+        pool, most = longer, max(f.matched for f in longer)
     best = [f for f in pool if f.matched == most]
     if len({f.entry.category for f in best}) != 1:
         return None

@@ -10,6 +10,7 @@ from diagnostics.model import Category
 
 MIN_CUT = 40  # fixed characters a cut message must show, from its start
 MIN_REWORDED = 48  # ... and a reworded one before its wording leaves the template's
+MAX_FIELD = 32  # characters a field's value runs to (more: the text is another message)
 MIN_REWORDED_WORDS = 7
 
 
@@ -76,7 +77,9 @@ def _cut(entry: Entry, text: str, pos: int, piece: str, matched: int, first: boo
             (j for j in range(min(len(stop), len(rest)), 0, -1) if rest.endswith(stop[:j])), 0
         )
         field = rest[: len(rest) - shown]
-    if shown == 0 and (not field or len(field) > 32 or len(field.split()) > 3 or stop[:2] in field):
+    if shown == 0 and (
+        not field or len(field) > MAX_FIELD or len(field.split()) > 3 or stop[:2] in field
+    ):
         # Nothing continues it, or more than a value: a field does not run on that long,
         # and one holding the text that follows it is another message.
         return None
