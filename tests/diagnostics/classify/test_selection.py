@@ -284,6 +284,41 @@ def test_socket_words_raised_are_the_origin_a_lookup_wrapper_does_not_hide(words
     assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
 
 
+# The hub's 403 raised under that wrapper: the hub answers 401 or 404 for a repo that
+# does not exist, 403 only for one this token may not read (gated, a fine-grained token
+# without the gated-repositories permission): requests' words for a hub URL, or
+# huggingface_hub's lines under its exception (held-out set NL).
+HUB_403 = {
+    "requests": [
+        "requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: "
+        "https://huggingface.co/org/model/resolve/main/config.json"
+    ],
+    "huggingface_hub": [
+        "huggingface_hub.errors.HfHubHTTPError: (Request ID: Root=1-67c81f05-4b8e2a7d)",
+        "",
+        "403 Forbidden: Please enable access to public gated repositories in your "
+        "fine-grained token settings to view this repository..",
+        "Cannot access content at: https://huggingface.co/org/model/resolve/main/config.json.",
+        "Make sure your token has the correct permissions.",
+    ],
+}
+
+
+@pytest.mark.parametrize("words", HUB_403.values(), ids=HUB_403.keys())
+def test_the_hubs_403_raised_is_the_origin_a_lookup_wrapper_does_not_hide(words):
+    lines = [
+        *FRAMES,
+        *words,
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        *FRAMES,
+        "ValueError: Invalid repository ID or local directory specified: 'org/model'.",
+    ]
+    diagnosis = both_paths(lines)
+    assert (str(diagnosis.category), diagnosis.permanent) == ("gated_model", True)
+
+
 @pytest.mark.parametrize("words", SOCKET_WORDS + RAISED_SOCKET_WORDS)
 def test_socket_words_alone_are_a_network_fault(words):
     diagnosis = both_paths([words])
