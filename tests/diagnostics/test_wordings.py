@@ -1852,6 +1852,38 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "gated_model",
         True,
     ),
+    # Google Cloud Storage's and Azure Blob Storage's clients, as KServe's storage
+    # initializer prints them (held-out set NL)
+    (
+        [
+            "google.api_core.exceptions.Forbidden: 403 GET https://storage.googleapis.com/storage/v1/b/models/o?prefix=mistral%2F: sa@p.iam.gserviceaccount.com does not have storage.objects.list access"
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        [
+            "azure.core.exceptions.HttpResponseError: This request is not authorized to perform this operation using this permission.",
+            "ErrorCode:AuthorizationPermissionMismatch",
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        [
+            "google.api_core.exceptions.NotFound: 404 GET https://storage.googleapis.com/storage/v1/b/no-such-bucket/o?prefix=m%2F: The specified bucket does not exist."
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "azure.core.exceptions.ResourceNotFoundError: The specified container does not exist.",
+            "ErrorCode:ContainerNotFound",
+        ],
+        "model_not_found",
+        True,
+    ),
     (
         [
             "botocore.errorfactory.NoSuchBucket: An error occurred (NoSuchBucket) when calling the ListObjectsV2 operation: The specified bucket does not exist"
