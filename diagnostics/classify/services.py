@@ -192,5 +192,5 @@ def access_line(text: str) -> bool:
         '" ' in text
         or "HTTP Request: " in text
         or "Max retries exceeded with url: /" in text
-        or ("LLM server" in text or "LLM Server" in text or "llm server" in text)
+        or "llm server" in text.lower()  # the pattern reads these words in any case
     ) and _access_line().search(text) is not None

@@ -39,6 +39,9 @@ def test_a_clients_word_that_vllms_server_was_unreachable_is_not_the_hub():
     assert both_paths([*READY, "", "### terminal 2", *CLIENT]).state is State.READY
     alone = both_paths(CLIENT)
     assert alone.category is not Category.NETWORK, alone.rule
+    # in any case the client writes it
+    shouted = [line.replace("vLLM server", "VLLM SERVER") for line in CLIENT]
+    assert both_paths(shouted).category is not Category.NETWORK
     # the hub's own unreachable stays the network's
     hub = "ConnectionError: Couldn't reach 'https://huggingface.co' to load"
     assert both_paths([hub]).category is Category.NETWORK
