@@ -14,7 +14,7 @@ from diagnostics.classify.classifier import Classifier, classify_lines
 from diagnostics.classify.services import SECTION
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
-from diagnostics.scanning.streams import MAX_LINE, Reader
+from diagnostics.scanning.streams import LineSplitter, Reader
 
 # A header at the start of a line of the first 64 kB: services.SECTION, in bytes.
 _HEADER = re.compile(SECTION.pattern.encode(), re.MULTILINE)
@@ -32,24 +32,17 @@ def classify_sections(first: bytes, reader: Reader, pack: RulePack, block_size: 
     more = reader.read(1)
     if not more:
         return classify_lines(_lines(data), pack)
-    classifier = Classifier(pack)
-    number = 0
-    rest = data + more
-    while rest:
-        *whole, rest = rest.split(b"\n")
-        for line in whole:
+    # Past that, the worker's own line cutting (a pipe's): bounded memory, a line longer
+    # than MAX_LINE read in pieces cut at a break.
+    classifier, splitter, number = Classifier(pack), LineSplitter(), 0
+    chunk = data + more
+    while chunk:
+        for line in splitter.feed(chunk):
             number += 1
             classifier.feed(line.decode("utf-8", "replace"), number)
-        if len(rest) > MAX_LINE:  # a line with no end in sight: read as pieces
-            number += 1
-            classifier.feed(rest[:MAX_LINE].decode("utf-8", "replace"), number)
-            rest = rest[MAX_LINE:]
-        block = reader.read(block_size)
-        if not block:
-            if rest:
-                classifier.feed(rest.decode("utf-8", "replace"), number + 1)
-            break
-        rest += block
+        chunk = reader.read(block_size)
+    for line in splitter.close():
+        classifier.feed(line.decode("utf-8", "replace"), number + 1)
     return classifier.diagnosis()
 
 

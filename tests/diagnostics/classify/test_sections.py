@@ -13,6 +13,7 @@ from diagnostics import classify_lines
 from diagnostics.model import State
 from diagnostics.scanning import sections
 from diagnostics.scanning.scan import classify_stream
+from diagnostics.scanning.streams import MAX_LINE, LineSplitter
 from tests.support.packs import both_paths, shipped_pack
 
 VLLM = [
@@ -60,3 +61,21 @@ def test_a_log_past_the_whole_read_is_fed_as_it_comes(monkeypatch, block_size):
     data = "\n".join(lines).encode()
     got = classify_stream(io.BytesIO(data), shipped_pack(), block_size=block_size)
     assert (got.rule, got.state, got.evidence) == (expected.rule, expected.state, expected.evidence)
+
+
+def test_a_line_longer_than_max_line_past_the_whole_read_is_cut_as_the_worker_cuts_it(
+    monkeypatch,
+):
+    """Past the whole read the pipe's splitter cuts a line with no end in sight at a
+    break, as the worker's path does (memory stays bounded); the verdict and its line
+    number are the line path's."""
+    noise = " ".join(["x" * 1000] * (MAX_LINE // 1000 + 10))  # over MAX_LINE, with breaks
+    lines = ["==> vllm.out <==", VLLM[0], noise, *VLLM[1:], "", "==> litellm.out <==", *PROXY]
+    data = "\n".join(lines).encode()
+    splitter = LineSplitter()
+    split = [*splitter.feed(data), *splitter.close()]
+    expected = classify_lines([line.decode() for line in split])
+    monkeypatch.setattr(sections, "WHOLE_UP_TO", 100)
+    got = classify_stream(io.BytesIO(data), shipped_pack(), block_size=1 << 16)
+    assert (got.rule, got.state, got.evidence) == (expected.rule, expected.state, expected.evidence)
+    assert got.failed
