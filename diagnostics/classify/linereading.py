@@ -66,7 +66,7 @@ def _read(pack: RulePack, line: str) -> Reading | None:
     # (a pattern's regex confirms a hit on the UTF-8 the database read: RE2 reads UTF-8,
     # and given a str its wrapper encodes it and maps every offset back, 2/3 of a search)
     encoded = text.encode("utf-8", "surrogateescape")
-    ids = hit_ids(pack, encoded)
+    ids = raw if text == clean else hit_ids(pack, encoded)  # no prefix stripped: the same
     if not ids or access_line(text):
         return Reading(error_level, text, clean, ()) if error_level else None
     clean = clean_raw(line) if plain else clean
