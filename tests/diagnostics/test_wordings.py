@@ -650,6 +650,8 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     # the host: no home directory for the container's user; a process killed by SIGBUS
     # (shared memory too small) with nothing else printed
     (["RuntimeError: Could not determine home directory."], "other", False),
+    # a torch build without NCCL (Windows' wheels): the image lacks it (held-out set NV)
+    (["RuntimeError: Distributed package doesn't have NCCL built in"], "other", True),
     (["c41e9b07d2aa Exited (135) 14 seconds ago"], "other", False),
     (["run.sh: line 3:  1234 Bus error               (core dumped) vllm serve m"], "other", False),
     # a runner's or the shell's report that the command ended: killed (137) or with an
@@ -2089,12 +2091,21 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # safetensors' unreadable header is generic structure (a truncated download, or a
+    # file that is no safetensors): a pointer's text printed in the start (the user's
+    # `head` of the file after the failure) decides; alone, the truncated download
+    # (held-out sets IF and NR)
     (
         [
             "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
             "$ head -c 200 /models/llama/model-00001-of-00002.safetensors",
             "version https://git-lfs.github.com/spec/v1",
         ],
+        "other",
+        True,
+    ),
+    (
+        ["safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge"],
         "network",
         False,
     ),
