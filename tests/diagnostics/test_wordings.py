@@ -650,6 +650,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     # the host: no home directory for the container's user; a process killed by SIGBUS
     # (shared memory too small) with nothing else printed
     (["RuntimeError: Could not determine home directory."], "other", False),
+    # torch's rendezvous store warning that an address could not be bound, alone
+    # (tests/diagnostics/classify/test_selection.py: a cause elsewhere beats it)
+    (
+        [
+            "[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 "
+            "(errno: 98 - Address already in use)."
+        ],
+        "other",
+        False,
+    ),
     # a torch build without NCCL (Windows' wheels): the image lacks it (held-out set NV)
     (["RuntimeError: Distributed package doesn't have NCCL built in"], "other", True),
     (["c41e9b07d2aa Exited (135) 14 seconds ago"], "other", False),

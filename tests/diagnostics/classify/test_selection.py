@@ -319,6 +319,31 @@ def test_the_hubs_403_raised_is_the_origin_a_lookup_wrapper_does_not_hide(words)
     assert (str(diagnosis.category), diagnosis.permanent) == ("gated_model", True)
 
 
+# torch's rendezvous store warning that one address could not be bound: it goes on to
+# the next (IPv4 after IPv6) and raises only when none binds (held-out set NU).
+RENDEZVOUS_BIND = (
+    "(pid=18841, ip=172.16.8.11) [W socket.cpp:464] [c10d] The server socket has failed "
+    "to bind to [::]:29500 (errno: 98 - Address already in use)."
+)
+
+
+@pytest.mark.parametrize("cause", ["model_requirement", "gated_model", "compiler"])
+def test_a_specific_cause_beats_the_rendezvous_bind_warning_before_it(cause):
+    lines = [RENDEZVOUS_BIND, *FRAMES, CAUSES[cause]]
+    assert both_paths(lines).rule == _alone(CAUSES[cause])
+
+
+def test_the_rendezvous_bind_warning_alone_is_the_port_in_use():
+    alone = both_paths([RENDEZVOUS_BIND])
+    assert (alone.rule, str(alone.category), alone.permanent) == (
+        "rendezvous-bind-warning",
+        "other",
+        False,
+    )
+    bound = "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000)"
+    assert both_paths([RENDEZVOUS_BIND, bound]).rule == "port-in-use"
+
+
 @pytest.mark.parametrize("words", SOCKET_WORDS + RAISED_SOCKET_WORDS)
 def test_socket_words_alone_are_a_network_fault(words):
     diagnosis = both_paths([words])
