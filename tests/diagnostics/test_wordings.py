@@ -660,6 +660,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # transformers' lazy import of its own module failing: the image's packages do not
+    # load together (held-out set OB)
+    (
+        [
+            "RuntimeError: Failed to import transformers.configuration_utils because of the "
+            "following error (look up to see its traceback):",
+            "module 'torch' has no attribute 'compiler'",
+        ],
+        "other",
+        True,
+    ),
     # a torch build without NCCL (Windows' wheels): the image lacks it (held-out set NV)
     (["RuntimeError: Distributed package doesn't have NCCL built in"], "other", True),
     (["c41e9b07d2aa Exited (135) 14 seconds ago"], "other", False),
