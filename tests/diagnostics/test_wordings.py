@@ -843,6 +843,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "network",
         False,
     ),
+    # huggingface_hub 1.x's client is httpx: its transport errors by name (held-out NX)
+    (
+        [
+            "httpcore.RemoteProtocolError: peer closed connection without sending complete "
+            "message body (received 1873772544 bytes, expected 4965799096)"
+        ],
+        "network",
+        False,
+    ),
+    (["httpx.ReadError: [Errno 104] Connection reset by peer"], "network", False),
     (
         [
             "requests.exceptions.ReadTimeout: (ReadTimeoutError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read timeout=10)\"), '(Request ID: 2)')",
