@@ -671,6 +671,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # vLLM's Ray executor: two nodes reporting one address (held-out set OD)
+    (
+        [
+            "RuntimeError: Every node should have a unique IP address. Got 2 nodes with node "
+            "ids ['7c4f', 'e2b4'] and 1 unique IP addresses {'10.0.0.5'}. Please check your "
+            "network configuration. If you set `VLLM_HOST_IP` environment variable, make sure "
+            "it is unique for each node."
+        ],
+        "bad_config",
+        True,
+    ),
     # a torch build without NCCL (Windows' wheels): the image lacks it (held-out set NV)
     (["RuntimeError: Distributed package doesn't have NCCL built in"], "other", True),
     (["c41e9b07d2aa Exited (135) 14 seconds ago"], "other", False),
