@@ -191,9 +191,7 @@ class Classifier:
         may = partial(_may_match, self.pack)
         if findings.best is not None:
             best = _chosen(findings.best, progress, self.pack)
-            again = findings.again.get(best.rule.priority)
-            again = again if again is not None and again.chain == best.chain else None
-            return render_hit(best, context, self.pack.provenance, self.redact, may, again)
+            return render_hit(best, context, self.pack.provenance, self.redact, may)
         gone, provenance = exited or exit_code is not None or progress.exited, self.pack.provenance
         if findings.late is not None and gone:
             return render_hit(findings.late, context, None, self.redact, may)

@@ -63,13 +63,12 @@ class Findings:
         self.collecting: Hit | None = None
         self.late: Hit | None = None
         self.found: dict[int, Hit] = {}  # rule priority -> its first finding
-        self.again: dict[int, Hit] = {}  # ... and its last (a message printed again)
         # (first line, last line, priority): the rules that read the last lines first
         self._claims: deque[tuple[int, int, tuple[int, int]]] = deque(maxlen=8)
 
     def clear(self) -> None:
         self.best = self.collecting = self.late = None
-        self.found, self.again = {}, {}
+        self.found = {}
         self._claims.clear()
 
     def consider(
@@ -119,7 +118,6 @@ class Findings:
                 self.late = hit
             return
         kept = self.found.setdefault(rule.priority, hit)
-        self.again[rule.priority] = hit
         if kept.header and not header and kept.chain == hit.chain:
             # The exception line the header stood for (its message, where it was
             # raised), in the header's place.
@@ -162,7 +160,6 @@ class Findings:
         for key, hit in list(self.found.items()):
             if first <= hit.line <= last and claim_rank(hit.rule) >= rank:
                 del self.found[key]
-                self.again.pop(key, None)
         best = self.best
         if best is not None and first <= best.line <= last and claim_rank(best.rule) >= rank:
             self.best = min(self.found.values(), key=lambda h: h.key, default=None)

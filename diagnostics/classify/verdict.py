@@ -72,16 +72,12 @@ def render_hit(
     provenance: Provenance | None,
     redactor: Redactor = redact,
     may_match: Callable[[str], Container[int]] | None = None,
-    again: Hit | None = None,
 ) -> Diagnosis:
     """The verdict of a finding: by where it was raised when its rule allows and the
     ``provenance`` given says more, else its rule's. ``may_match``: the pack's
-    prefilter (``captures``). ``again``: the same rule's last finding in the same chain,
-    the message printed again: what it captures fills what the finding's own lines lack
-    (a report that cut the message before its numbers, then printed it whole)."""
+    prefilter (``captures``)."""
     evidence = Evidence(hit.line, redactor(hit.raw))
-    repeated = captures(again, may_match) if again is not None and again.line != hit.line else {}
-    captured = {**context, **repeated, **captures(hit, may_match)}
+    captured = {**context, **captures(hit, may_match)}
     if provenance is not None and (hit.rule.kind == "structure" or _worker_report(hit)):
         # Generic structure (an exception line, pydantic's wrapper) or a worker's report
         # of its exception (a consequence: its traceback follows): the catalogued message
