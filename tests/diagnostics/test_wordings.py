@@ -671,6 +671,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # the shell's job report of a killed process in another locale (held-out set OE)
+    (
+        [
+            "INFO 05-16 18:02:47 weight_utils.py:199] Using model weights format ['*.bin']",
+            "./start.sh: строка 5: 30521 Убито              python3 -m vllm.entrypoints."
+            "openai.api_server --model /mnt/models/m --tensor-parallel-size 2",
+        ],
+        "other",
+        False,
+    ),
+    (["run.sh: Zeile 3:  1234 Getötet                 vllm serve m"], "other", False),
     # vLLM's Ray executor: two nodes reporting one address (held-out set OD)
     (
         [
