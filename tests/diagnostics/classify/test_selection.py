@@ -269,18 +269,22 @@ def test_a_specific_cause_beats_socket_words_printed_before_it(words, cause):
     assert both_paths(lines).rule == _alone(CAUSES[cause])
 
 
-@pytest.mark.parametrize("words", RAISED_SOCKET_WORDS)
-def test_socket_words_raised_are_the_origin_a_lookup_wrapper_does_not_hide(words):
-    lines = [
+def _under_lookup_wrapper(origin: list[str]) -> list[str]:
+    """``origin`` raised, and vLLM 0.8's config lookup wrapper raised from it."""
+    return [
         *FRAMES,
-        words,
+        *origin,
         "",
         "The above exception was the direct cause of the following exception:",
         "",
         *FRAMES,
         "ValueError: Invalid repository ID or local directory specified: 'org/model'.",
     ]
-    diagnosis = both_paths(lines)
+
+
+@pytest.mark.parametrize("words", RAISED_SOCKET_WORDS)
+def test_socket_words_raised_are_the_origin_a_lookup_wrapper_does_not_hide(words):
+    diagnosis = both_paths(_under_lookup_wrapper([words]))
     assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
 
 
@@ -306,16 +310,7 @@ HUB_403 = {
 
 @pytest.mark.parametrize("words", HUB_403.values(), ids=HUB_403.keys())
 def test_the_hubs_403_raised_is_the_origin_a_lookup_wrapper_does_not_hide(words):
-    lines = [
-        *FRAMES,
-        *words,
-        "",
-        "The above exception was the direct cause of the following exception:",
-        "",
-        *FRAMES,
-        "ValueError: Invalid repository ID or local directory specified: 'org/model'.",
-    ]
-    diagnosis = both_paths(lines)
+    diagnosis = both_paths(_under_lookup_wrapper(words))
     assert (str(diagnosis.category), diagnosis.permanent) == ("gated_model", True)
 
 
