@@ -32,6 +32,7 @@ Pure: the data is read once (:func:`load_catalogue`), the lookup does no I/O.
 import itertools
 import json
 import marshal
+import os
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache, lru_cache
@@ -213,17 +214,23 @@ def load_catalogue() -> Catalogue:
     database cache when it holds this one (marshal: a few ms, against ~25 for JSON); an
     empty one when it is missing or damaged (the rules still judge every line)."""
     from diagnostics.pack import dbcache
-    from diagnostics.pack.rules import default_rules_dir
+    from diagnostics.pack.rules import shipped_rules
 
+    root = shipped_rules()
     try:
-        data = (default_rules_dir() / "catalogue.json").read_bytes()
+        if isinstance(root, str):
+            with open(os.path.join(root, "catalogue.json"), "rb") as file:
+                data = file.read()
+        else:
+            data = (root / "catalogue.json").read_bytes()
     except OSError:
         return Catalogue(())
     import hashlib  # only here: the catalogue is read for few logs (OpenSSL's load ~2.5 ms)
 
     folder = dbcache.cache_dir()
     name = f"catalogue-{hashlib.sha256(data).hexdigest()[:32]}.marshal"
-    if folder is not None and (payload := dbcache.read_entry(folder / name)) is not None:
+    entry = os.path.join(folder, name) if folder is not None else None
+    if entry is not None and (payload := dbcache.read_entry(entry)) is not None:
         try:
             return Catalogue(marshal.loads(payload))
         except (EOFError, ValueError, TypeError):

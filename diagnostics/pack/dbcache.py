@@ -37,9 +37,14 @@ import struct
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hyperscan
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    StrPath: TypeAlias = str | os.PathLike[str]
 
 try:  # hashlib's own BLAKE2: importing hashlib loads OpenSSL (~2.5 ms of a small log's run)
     from _blake2 import blake2b
@@ -53,13 +58,15 @@ _TOUCH_AFTER = 3600.0  # seconds: an entry read is marked used when its mark is 
 _COMPILE_WAIT_S = 60.0  # at most this long for another process's compile (see _compiling)
 
 
-def cache_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
-    """Where entries live, or None when the cache is turned off."""
+def cache_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
+    """Where entries live (an absolute path), or None when the cache is turned off.
+    Paths here are strings: pathlib's import (with urllib.parse and ipaddress) is ~4 ms
+    of a small log's run."""
     if env.get("DIAGNOSE_CACHE", "").lower() in ("0", "off", "false", "no"):
         return None
     base = env.get("XDG_CACHE_HOME") or ""
-    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return root / "runpod-vllm-worker" / "hyperscan"
+    root = base if os.path.isabs(base) else os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "runpod-vllm-worker", "hyperscan")
 
 
 def hasher(data: bytes = b"") -> blake2b:
@@ -90,14 +97,14 @@ def load_or_compile(
     name: str,
     mode: int,
     compile_database: Callable[[], hyperscan.Database],
-    folder: Path | None = None,
+    folder: StrPath | None = None,
 ) -> hyperscan.Database:
     """The database stored under ``name`` (a :func:`key`), else ``compile_database()``,
     which is then stored for next time. ``folder``: default :func:`cache_dir`."""
     folder = cache_dir() if folder is None else folder
     if folder is None:
         return compile_database()
-    path = folder / f"{name}.hsdb"
+    path = os.path.join(folder, f"{name}.hsdb")
     database = _read(path, mode)
     if database is not None:
         return database
@@ -105,12 +112,12 @@ def load_or_compile(
         database = _read(path, mode)
         if database is None:
             database = compile_database()
-            write_entry(folder, path.name, hyperscan.dumpb(database))
+            write_entry(folder, f"{name}.hsdb", hyperscan.dumpb(database))
     return database
 
 
 @contextlib.contextmanager
-def _compiling(folder: Path) -> Iterator[None]:
+def _compiling(folder: StrPath) -> Iterator[None]:
     """Held while this process compiles a database for the folder, so that processes
     started together on an empty cache (a worker's test processes, several ``diagnose``
     runs) compile each database once: the others wait, then read it. Waited for at most
@@ -119,7 +126,7 @@ def _compiling(folder: Path) -> Iterator[None]:
     from filelock import FileLock, Timeout  # only a cache miss needs it
 
     try:
-        lock = FileLock(str(folder / "compile.lock"), timeout=_COMPILE_WAIT_S)
+        lock = FileLock(os.path.join(folder, "compile.lock"), timeout=_COMPILE_WAIT_S)
         lock.acquire()
     except (Timeout, OSError):
         yield
@@ -130,7 +137,7 @@ def _compiling(folder: Path) -> Iterator[None]:
         lock.release()
 
 
-def read_entry(path: Path, *, crc: bool = True) -> bytes | None:
+def read_entry(path: StrPath, *, crc: bool = True) -> bytes | None:
     """The payload stored at ``path``; None when missing, short, corrupt or foreign.
     An entry read is marked used (see the module's docstring). ``crc=False``: its CRC-32
     is not checked (the reader checks the payload itself)."""
@@ -155,7 +162,7 @@ def read_entry(path: Path, *, crc: bool = True) -> bytes | None:
     return payload
 
 
-def _read(path: Path, mode: int) -> hyperscan.Database | None:
+def _read(path: StrPath, mode: int) -> hyperscan.Database | None:
     # Hyperscan checks a database's own CRC-32 of its bytecode when it loads one (a bit
     # flipped anywhere in it is refused): a second checksum of the ~4 MB a small log's
     # run reads would cost ~1.3 ms. The length is still checked.
@@ -170,30 +177,37 @@ def _read(path: Path, mode: int) -> hyperscan.Database | None:
     return database
 
 
-def write_entry(folder: Path, name: str, payload: bytes) -> None:
+def write_entry(folder: StrPath, name: str, payload: bytes) -> None:
     """Store ``payload`` as ``folder/name`` atomically; any OSError: nothing stored."""
     import tempfile  # only when writing: importing it costs more than a cache hit
 
     temporary = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".tmp-", delete=False) as out:
             temporary = out.name
             out.write(_MAGIC + _HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
-        os.replace(temporary, folder / name)
+        os.replace(temporary, os.path.join(folder, name))
     except OSError:
         if temporary is not None:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
         return
-    _prune(folder, "*" + Path(name).suffix)
+    _prune(folder, os.path.splitext(name)[1])
 
 
-def _prune(folder: Path, pattern: str) -> None:
-    """Keep the ``_KEEP`` most recently used entries matching ``pattern``."""
+def _prune(folder: StrPath, suffix: str) -> None:
+    """Keep the ``_KEEP`` most recently used entries whose names end in ``suffix`` (one
+    of a kind: ``.hsdb``), not counting hidden ones (a temporary file being written)."""
     try:
-        entries = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[_KEEP:]:
-            old.unlink(missing_ok=True)
+        with os.scandir(folder) as found:
+            entries = [
+                (entry.stat().st_mtime, entry.path)
+                for entry in found
+                if entry.name.endswith(suffix) and not entry.name.startswith(".")
+            ]
+        for _, old in sorted(entries, reverse=True)[_KEEP:]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(old)
     except OSError:
         pass

@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import marshal
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import hyperscan
@@ -49,6 +48,7 @@ from diagnostics.pack.templates import template_fields
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
+    from pathlib import Path
 
 # The pack's values and its validation live in diagnostics.pack.pack and
 # diagnostics.pack.packcheck; they stay importable from here.
@@ -74,39 +74,47 @@ def default_rules_dir() -> Traversable:
     package may be a namespace package (a ``MultiplexedPath``), whose ``str()`` is no
     file name. A checkout that is not installed at all reads ``rules/`` beside the code.
     """
+    root = shipped_rules()
+    if isinstance(root, str):
+        from pathlib import Path
+
+        return Path(root)
+    return root
+
+
+def shipped_rules() -> str | Traversable:
+    """:func:`default_rules_dir` as its one plain folder's path where it is one (the usual
+    case): read with ``os``, without importing pathlib (with urllib.parse and ipaddress,
+    ~4 ms of a small log's run) or importlib.resources (~5 ms)."""
     try:
         spec = importlib.util.find_spec("diagnostics.rulepack")
     except ModuleNotFoundError:
         spec = None
     if spec is None:
-        return Path(__file__).resolve().parents[2] / "rules"
-    # One plain folder (the usual case): a Path, without importing importlib.resources
-    # (~5 ms of a small log's run).
+        here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+        return os.path.join(os.path.dirname(here), "rules")
     folders = list(spec.submodule_search_locations or ())
     if len(folders) == 1 and os.path.isdir(folders[0]):
-        return Path(folders[0])
+        return str(folders[0])
     from importlib import resources
 
     return resources.files("diagnostics.rulepack")
 
 
-def load_pack(path: Path | str | None = None) -> RulePack:
+def load_pack(path: Path | str | Traversable | None = None) -> RulePack:
     """Read every ``*.yaml`` in ``path`` (a folder) or the one file ``path`` names."""
-    root = Path(path) if path is not None else default_rules_dir()
-    if root.is_dir():
-        yamls = [f for f in root.iterdir() if f.name.endswith(".yaml") and f.is_file()]
-        files = sorted(yamls, key=lambda f: f.name)
-    elif root.is_file():
-        files = [root]
+    root: str | Traversable
+    if path is None:
+        root = shipped_rules()
+    elif isinstance(path, (str, os.PathLike)):
+        root = os.fspath(path)
     else:
-        raise RulePackError(f"{root}: no such rule file or folder")
-    if not files:
-        raise RulePackError(f"{root}: no *.yaml rule files")
-    sources = [(f.name, _read(f)) for f in files]
+        root = path
+    sources = _sources(root)
     folder = dbcache.cache_dir()
     name = _pack_key(sources) if folder is not None else None
     if folder is not None and name is not None:
-        cached = _cached_docs(folder / f"{name}.pack")
+        cached = _cached_docs(os.path.join(folder, f"{name}.pack"))
         if cached is not None:
             docs, groups = cached
             return _build(docs, root, trusted=True, key=name, groups=groups)
@@ -122,6 +130,41 @@ def load_pack(path: Path | str | None = None) -> RulePack:
             return pack
         dbcache.write_entry(folder, f"{name}.pack", payload)
     return pack
+
+
+def _sources(root: str | Traversable) -> list[tuple[str, bytes]]:
+    """The pack's files, (name, bytes) in file-name order: every ``*.yaml`` of the folder
+    ``root``, or the one file it names."""
+    if isinstance(root, str):
+        if os.path.isdir(root):
+            with os.scandir(root) as found:
+                paths = [e.path for e in found if e.name.endswith(".yaml") and e.is_file()]
+        elif os.path.isfile(root):
+            paths = [root]
+        else:
+            raise RulePackError(f"{root}: no such rule file or folder")
+        files = sorted(((os.path.basename(p), p) for p in paths), key=lambda f: f[0])
+        if not files:
+            raise RulePackError(f"{root}: no *.yaml rule files")
+        return [(file_name, _read_path(file_name, p)) for file_name, p in files]
+    if root.is_dir():
+        yamls = [f for f in root.iterdir() if f.name.endswith(".yaml") and f.is_file()]
+        entries = sorted(yamls, key=lambda f: f.name)
+    elif root.is_file():
+        entries = [root]
+    else:
+        raise RulePackError(f"{root}: no such rule file or folder")
+    if not entries:
+        raise RulePackError(f"{root}: no *.yaml rule files")
+    return [(f.name, _read(f)) for f in entries]
+
+
+def _read_path(file_name: str, path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as exc:
+        raise RulePackError(f"{file_name}: cannot read: {exc}") from exc
 
 
 def _read(file: Traversable) -> bytes:
@@ -146,9 +189,9 @@ _JUDGES = (
 def _pack_key(sources: list[tuple[str, bytes]]) -> str | None:
     """A hash of the pack and of everything its validation depends on; None if unknown."""
     digest = dbcache.hasher(b"rulepack%d\0" % _PACK_FORMAT)
-    here = Path(__file__).resolve().parents[1]  # diagnostics/
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # diagnostics/
     try:
-        judges = [(name, (here / name).read_bytes()) for name in _JUDGES]
+        judges = [(name, _file_bytes(os.path.join(here, name))) for name in _JUDGES]
         re2_file = os.stat(re2.__file__ or "")
     except (OSError, TypeError):
         return None
@@ -164,6 +207,11 @@ def _pack_key(sources: list[tuple[str, bytes]]) -> str | None:
     return digest.hexdigest()
 
 
+def _file_bytes(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
 def _stored(doc: tuple[str, object]) -> tuple[str, object]:
     """A parsed file as the cache holds it: a provenance section as its own marshal bytes,
     unmarshalled only when the pack's provenance is first read (~3,400 entries: most of
@@ -175,7 +223,7 @@ def _stored(doc: tuple[str, object]) -> tuple[str, object]:
 
 
 def _cached_docs(
-    path: Path,
+    path: str,
 ) -> tuple[list[tuple[str, object]], dict[str, dict[str, int]]] | None:
     """The parsed files of a validated pack, and its patterns' named groups."""
     payload = dbcache.read_entry(path)

@@ -6,7 +6,6 @@ patterns can still change a verdict."""
 # string annotation of a named tuple's fields at import, ~0.1 ms a class of a small log's run.
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from pathlib import Path
 from typing import NamedTuple
 
 import hyperscan
@@ -29,14 +28,15 @@ class Scanner(NamedTuple):
     ready_indexes: tuple[int, ...]  # pack.patterns indexes of the ready markers
 
 
+def _file_bytes(path: str | None) -> bytes:
+    with open(path or "", "rb") as file:
+        return file.read()
+
+
 # The cache key of a database built from heads names the patterns and the code that
 # derives them (this module and prefilter_head's): computing every head costs more
 # than reading the database.
-_CODE = (
-    dbcache.hasher(Path(__file__).read_bytes() + Path(prefilter.__file__).read_bytes())
-    .hexdigest()
-    .encode()
-)
+_CODE = dbcache.hasher(_file_bytes(__file__) + _file_bytes(prefilter.__file__)).hexdigest().encode()
 
 
 def _shape_expressions() -> list[bytes]:

@@ -138,7 +138,7 @@ def test_bytecode_stays_where_python_puts_it_unless_it_is_forbidden(monkeypatch)
     monkeypatch.setattr(sys, "pycache_prefix", None)
     monkeypatch.setattr(cli, "__cached__", "/nonexistent/cli.pyc")
     assert bytecode_dir(env) == "/c/runpod-vllm-worker/bytecode"
-    assert Path(bytecode_dir(env) or "").parent == dbcache.cache_dir(env).parent  # type: ignore[union-attr]
+    assert Path(bytecode_dir(env) or "").parent == Path(dbcache.cache_dir(env) or "").parent
     assert bytecode_dir({**env, "DIAGNOSE_CACHE": "off"}) is None
     monkeypatch.setattr(cli, "__cached__", cli.__file__)  # bytecode beside the source
     assert bytecode_dir(env) is None
