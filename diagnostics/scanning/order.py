@@ -1,12 +1,14 @@
 """Which way a log runs: RunPod's console exports list the newest line first, and so do
 other collectors' exports (CloudWatch Logs Insights, gcloud logging read, Kibana's and
-Azure Log Analytics' CSV: their timestamps go back in time). Judged on the first lines;
-such a log is read back to front (:mod:`diagnostics.scanning.scan`)."""
+Azure Log Analytics' CSV: their timestamps go back in time; a JSON export's records,
+Loki's and Datadog's, by their time fields). Judged on the first lines; such a log is
+read back to front (:mod:`diagnostics.scanning.scan`)."""
 
 from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 from functools import cache
 
 from diagnostics.classify.normalize import ISO_TIME
@@ -44,11 +46,21 @@ def _newest_first_by_time(head: list[bytes]) -> bool:
     earlier."""
     if not head or sum(line[:1].isdigit() or line[1:2].isalnum() for line in head) * 2 < len(head):
         return False  # most lines begin with no digit nor a quoted time: no stamps
-    stamps = [stamp for line in head if (stamp := _stamp(line)) is not None]
-    if len(stamps) < 5 or len(stamps) * 2 < len(head):
+    return going_back([_stamp(line) for line in head])
+
+
+def going_back(times: Sequence[object]) -> bool:
+    """Whether the times of a log's first lines or records (None: one without) only go
+    back: most of them timed, none later than the one before, some earlier. Times of
+    kinds that do not compare (a number and a text) say nothing."""
+    stamps = [time for time in times if time is not None]
+    if len(stamps) < 5 or len(stamps) * 2 < len(times):
         return False
     pairs = list(itertools.pairwise(stamps))
-    return all(a >= b for a, b in pairs) and any(a > b for a, b in pairs)
+    try:
+        return all(a >= b for a, b in pairs) and any(a > b for a, b in pairs)  # type: ignore[operator]
+    except TypeError:
+        return False
 
 
 _MONTHS = {

@@ -32,9 +32,9 @@ from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.attemptseek import attempt_before, attempt_starts, last_attempt
-from diagnostics.scanning.order import console_head, looks_reversed
+from diagnostics.scanning.order import console_head, going_back, looks_reversed
 from diagnostics.scanning.sections import classify_sections, sectioned
-from diagnostics.scanning.streams import blocks, decoded, reversed_lines
+from diagnostics.scanning.streams import blocks, decoded, record_times, reversed_lines
 
 BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
 # A log this big is first judged by its last attempt alone (a crash loop captured):
@@ -62,7 +62,8 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
     if console_head(first) and len(first) < _DETECT_SIZE:
         # The order is judged on the first _DETECT_SIZE bytes, whatever the block size.
         first += reader.read(_DETECT_SIZE - len(first))
-    if looks_reversed(first):
+    times = record_times(reader)
+    if looks_reversed(first) or (times is not None and going_back(times)):
         for lineno, line in reversed_lines(first, reader, block_size):
             # Evidence line numbers refer to the file as given.
             classifier.feed(line.decode("utf-8", "replace"), lineno)

@@ -1,8 +1,8 @@
 """Byte-stream adapters for reading logs: encodings, line endings, long lines, backwards.
 
-Everything here works in bounded memory whatever the input: no line is held longer
-than :data:`MAX_LINE` bytes (a longer one is read as pieces, cut where no secret
-splits), and reading a file backwards keeps one block and one line at a time.
+Everything here works in bounded memory whatever the input: no line is held longer than
+:data:`MAX_LINE` bytes (a longer one is read as pieces, cut where no secret splits), and
+reading a file backwards keeps one block and one line at a time.
 """
 
 from __future__ import annotations
@@ -73,13 +73,14 @@ class _CarriageReturns:
 
 
 class _JsonLines:
-    """A JSON log (docker's json-file driver: one ``{"log": "<line>\\n", "stream":
-    "stderr", "time": "..."}`` per line; a structured logger's ``message`` or ``msg``;
-    Google Cloud's ``textPayload``) read as the lines it holds. A line that is not such an
-    object (or longer than MAX_LINE) passes as is."""
+    """A JSON log (docker's json-file driver, structured loggers, collectors' exports:
+    see _TEXT_KEYS) read as the lines it holds; a line that is not such an object (or
+    longer than MAX_LINE) passes as is. ``times``: the first records' times (None: a
+    record without), by which the log's order is judged."""
 
     def __init__(self, head: bytes, stream: Reader):
         self._stream, self._raw, self._pending = stream, head, b""
+        self.times: list[object] = []
 
     def read(self, size: int = -1, /) -> bytes:
         while size < 0 or len(self._pending) < size:
@@ -88,8 +89,11 @@ class _JsonLines:
             end = self._raw.rfind(b"\n") + 1
             if not more or len(self._raw) > MAX_LINE:
                 end = len(self._raw)  # the end, or a line too long to decode: as it is
-            lines = self._raw[:end].splitlines(keepends=True)
-            self._pending += b"".join(_json_line(line) for line in lines)
+            for line in self._raw[:end].splitlines(keepends=True):
+                text, time = _json_record(line)
+                self._pending += text
+                if len(self.times) < TIMED_RECORDS:
+                    self.times.append(time)
             self._raw = self._raw[end:]
             if not more and not self._raw:
                 break
@@ -99,28 +103,61 @@ class _JsonLines:
         return out
 
 
-# The key that holds the line: docker's json-file, structured loggers, Google Cloud.
-_TEXT_KEYS = ("log", "message", "msg", "textPayload")
+TIMED_RECORDS = 50  # the records whose times judge a JSON log's order
+# The key that holds the line: docker's json-file ("log"), structured loggers' ("message",
+# "msg"), Google Cloud's text entries, Loki's export (logcli --output=jsonl: "line"); and
+# the key a collector's export puts the record under: Datadog's ("attributes", "content"),
+# Google Cloud's structured entries ("jsonPayload"), Elasticsearch's hits ("_source").
+_TEXT_KEYS = ("log", "message", "msg", "textPayload", "line")
+_RECORD_KEYS = ("attributes", "content", "jsonPayload", "_source")
+# The record's time: docker's "time", collectors' "timestamp" (ISO, or CloudWatch's epoch
+# ms), Elasticsearch's "@timestamp", structured loggers' "ts".
+_TIME_KEYS = ("time", "timestamp", "@timestamp", "ts")
 
 
-def _json_line(line: bytes) -> bytes:
+def _json_record(line: bytes) -> tuple[bytes, object]:
+    """The line a JSON record holds, and its time (None: none); a line that is no such
+    record, as it is."""
     if len(line) > MAX_LINE or not line.lstrip().startswith(b"{"):
-        return line
+        return line, None
     try:
         value = json.loads(line)
     except ValueError:
-        return line
+        return line, None
     if not isinstance(value, dict):
-        return line
-    text = next((v for k in _TEXT_KEYS if isinstance(v := value.get(k), str)), None)
+        return line, None
+    text, time = _text(value), _time(value)
+    for record in (value.get(key) for key in _RECORD_KEYS):
+        if isinstance(record, dict):
+            text, time = text or _text(record), time or _time(record)
     if text is None:
-        return line
-    return text.rstrip("\n").encode("utf-8", "surrogatepass") + b"\n"
+        return line, None
+    return text.rstrip("\n").encode("utf-8", "surrogatepass") + b"\n", time
+
+
+def _text(record: dict[str, object]) -> str | None:
+    return next((v for k in _TEXT_KEYS if isinstance(v := record.get(k), str)), None)
+
+
+def _time(record: dict[str, object]) -> object:
+    """A record's time: a number, or ISO text (digits alone, Loki's nanoseconds: a number)."""
+    for key in _TIME_KEYS:
+        value = record.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value[:4].isdigit():
+            return int(value) if value.isdigit() else value.replace("T", " ")
+    return None
+
+
+def record_times(reader: Reader) -> list[object] | None:
+    """The first records' times of a JSON log from :func:`decoded`; None: no JSON log."""
+    return reader.times if isinstance(reader, _JsonLines) else None
 
 
 def _is_json_log(first: bytes) -> bool:
     line = first.lstrip().split(b"\n", 1)[0]
-    return line.startswith(b"{") and _json_line(line + b"\n") != line + b"\n"
+    return line.startswith(b"{") and _json_record(line + b"\n")[0] != line + b"\n"
 
 
 def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Reader]:

@@ -2162,6 +2162,26 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "network",
         False,
     ),
+    # ... and so does a git clone of the model's repository from the hub before it
+    # (git fetches the weights only through git-lfs); a clone of something else does not
+    (
+        [
+            "$ git clone https://huggingface.co/mistralai/Mistral-7B-v0.1 /data/m",
+            "Cloning into '/data/m'...",
+            "$ vllm serve /data/m",
+            "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "git clone https://github.com/vllm-project/vllm.git && cd vllm",
+            "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+        ],
+        "network",
+        False,
+    ),
     # The raylet's summary of its workers' ends (node_manager.cc): killed for memory only
     # when it counts one; "0 Workers ... killed due to memory pressure" after another
     # cause (here a GPU fault) says no memory kill happened.

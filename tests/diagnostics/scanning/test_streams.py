@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import classify_stream
@@ -71,3 +72,69 @@ def test_a_structured_loggers_json_lines_are_read_by_their_message():
     rows = [{"severity": "ERROR", "message": line} for line in LINES]
     data = b"".join(json.dumps(row).encode() + b"\n" for row in rows)
     assert _read_all(data, 64) == "".join(f"{line}\n" for line in LINES).encode()
+
+
+def _rows(rows: list[dict[str, object]]) -> bytes:
+    return b"".join(json.dumps(row).encode() + b"\n" for row in rows)
+
+
+def test_a_collectors_export_is_read_by_the_field_that_holds_the_line():
+    """Loki's (logcli --output=jsonl: "line"), and the exports that nest the record under
+    one key: Datadog's ("attributes", "content"), Google Cloud's structured entries
+    ("jsonPayload"), Elasticsearch's hits ("_source")."""
+    expected = "".join(f"{line}\n" for line in LINES).encode()
+    shapes = [
+        lambda line: {"labels": {"pod": "p"}, "line": line, "timestamp": "2025-01-01T00:00:00Z"},
+        lambda line: {"id": "A", "type": "log", "attributes": {"message": line, "status": "x"}},
+        lambda line: {"id": "A", "content": {"message": line, "tags": ["env:x"]}},
+        lambda line: {"insertId": "i", "jsonPayload": {"message": line}, "severity": "ERROR"},
+        lambda line: {"_index": "logs", "_source": {"log": line, "stream": "stderr"}},
+    ]
+    for shape in shapes:
+        assert _read_all(_rows([shape(line) for line in LINES]), 64) == expected
+
+
+# A start that came up, each record stamped by the collector; the text has no times of
+# its own a reader could order it by.
+_CAME_UP = [
+    "INFO:     Started server process [1]",
+    "INFO:     Waiting for application startup.",
+    "INFO:     Application startup complete.",
+    "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+    'INFO:     10.0.0.1:50616 - "GET /health HTTP/1.1" 200 OK',
+    'INFO:     10.0.0.1:50617 - "GET /health HTTP/1.1" 200 OK',
+]
+_UP_AND_LOADING = [
+    "INFO 02-11 12:24:01 model_runner.py:1] Starting to load model m...",
+    "Loading safetensors checkpoint shards:   0% Completed | 0/2 [00:00<?, ?it/s]",
+    *_CAME_UP,
+]
+
+
+def _stamped(lines: list[str], stamp: Callable[[int], dict[str, object]]) -> bytes:
+    """``lines`` as Loki's records, record n stamped ``stamp(n)``."""
+    rows = [{"labels": {"pod": "p"}, "line": line, **stamp(n)} for n, line in enumerate(lines)]
+    return _rows(rows)
+
+
+def _iso(n: int) -> dict[str, object]:
+    return {"timestamp": f"2025-02-11T13:24:{n:02d}.000000000Z"}
+
+
+def _millis(n: int) -> dict[str, object]:  # CloudWatch's
+    return {"timestamp": 1739280240000 + n}
+
+
+def test_an_export_listing_the_newest_record_first_is_read_by_its_records_times():
+    pack = load_pack()
+    newest_first = list(reversed(_UP_AND_LOADING))
+    for stamp in (_iso, _millis):
+        oldest_first = classify_stream(io.BytesIO(_stamped(_UP_AND_LOADING, stamp)), pack)
+        assert str(oldest_first.state) == "ready"
+        newest = _stamped(newest_first, lambda n, stamp=stamp: stamp(50 - n))
+        assert str(classify_stream(io.BytesIO(newest), pack).state) == "ready"
+    # the same records without times, or with times that do not compare: read as given
+    unordered = _stamped(newest_first, lambda n: {})
+    assert str(classify_stream(io.BytesIO(unordered), pack).state) != "ready"
+    mixed = _stamped(newest_first, lambda n: _iso(50 - n) if n % 2 else _millis(50 - n))
+    assert str(classify_stream(io.BytesIO(mixed), pack).state) != "ready"
