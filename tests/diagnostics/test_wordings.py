@@ -2182,6 +2182,37 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "network",
         False,
     ),
+    # V0's client giving up on the engine's health check is the engine's end, a
+    # consequence: the GPUs' fault it died of, printed before it, decides (held-out OT)
+    (
+        [
+            "[rank2]:[E1009 02:14:33.218443374 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog "
+            "caught collective operation timeout: WorkNCCL(SeqNum=184121, OpType=GATHER, "
+            "NumelIn=32064, NumelOut=0, Timeout(ms)=600000) ran for 600081 milliseconds "
+            "before timing out.",
+            "ERROR 10-09 02:14:42 client.py:250] TimeoutError('No heartbeat received from "
+            "MQLLMEngine')",
+            "ERROR 10-09 02:14:42 client.py:250] NoneType: None",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    # Ray's head losing a node (its heartbeat missed) ends the start; the collectives'
+    # abort after it is the node's loss, a consequence (held-out set OU)
+    (
+        [
+            "2024-10-02 14:21:48,117\tWARNING worker.py:2263 -- The node with node id: 9b3e "
+            "and address: 10.0.0.12 and node name: 10.0.0.12 has been marked dead because "
+            "the detector has missed too many heartbeats from it. This can happen when a "
+            "\t(1) raylet crashes unexpectedly (OOM, etc.) ",
+            "ERROR 10-02 14:21:49 worker_base.py:464] torch.distributed.DistBackendError: "
+            "NCCL communicator was aborted on rank 0.",
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this "
+            "task.",
+        ],
+        "other",
+        False,
+    ),
     # The raylet's summary of its workers' ends (node_manager.cc): killed for memory only
     # when it counts one; "0 Workers ... killed due to memory pressure" after another
     # cause (here a GPU fault) says no memory kill happened.

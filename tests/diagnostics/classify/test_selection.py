@@ -63,6 +63,11 @@ CONSEQUENCES = {
         "CRITICAL 01-01 00:00:01 [launcher.py:99] MQLLMEngine is already dead, terminating "
         "server process"
     ],
+    # V0's client giving up on the engine's health check (held-out set OT)
+    "mq-engine-no-heartbeat": [
+        "ERROR 01-01 00:00:01 client.py:250] TimeoutError('No heartbeat received from "
+        "MQLLMEngine')"
+    ],
     "engine-core": [
         "RuntimeError: Engine core initialization failed. See root cause above. "
         "Failed core proc(s): {}"
@@ -84,6 +89,13 @@ CONSEQUENCES = {
         "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
         "NumelOut=1, Timeout(ms)=600000) ran for 600005 milliseconds before timing out.",
         "terminate called after throwing an instance of 'c10::DistBackendError'",
+    ],
+    "nccl-communicator-aborted": [
+        "ERROR 01-01 00:00:00 worker_base.py:464] torch.distributed.DistBackendError: NCCL "
+        "communicator was aborted on rank 0."
+    ],
+    "ray-node-lost": [
+        "(raylet) The actor is dead because its node has died. Node Id: 9b3e7c1d5a2f4e8b"
     ],
     "nccl-store-peer-gone": [
         "torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving "

@@ -131,6 +131,11 @@ WITHOUT_A_REAL_LOG = {
     # and a Git LFS pointer read as weights: written from their code (held-out set IF)
     "bind-address-not-usable": "test_wordings.WORDINGS",
     "weights-are-lfs-pointers": "test_wordings.WORDINGS",
+    # torch's abort of a rank's NCCL communicator (ProcessGroupNCCL), a consequence, and
+    # Ray's head losing a node (worker.py's heartbeat warning, ActorDiedError's reason):
+    # written from their code (held-out sets OT, OU)
+    "nccl-communicator-aborted": "test_selection.CONSEQUENCES",
+    "ray-node-lost": "test_wordings.WORDINGS",
     # the raylet's summary counting no memory kill (node_manager.cc; held-out set IH)
     "ray-workers-crashed-not-oom": "test_wordings.WORDINGS",
     # vLLM's Ray executor's wait report (ray_utils.py), a start stuck on it (set IF)
