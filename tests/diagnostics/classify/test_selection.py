@@ -65,8 +65,7 @@ CONSEQUENCES = {
     ],
     # V0's client giving up on the engine's health check (held-out set OT)
     "mq-engine-no-heartbeat": [
-        "ERROR 01-01 00:00:01 client.py:250] TimeoutError('No heartbeat received from "
-        "MQLLMEngine')"
+        "ERROR 01-01 00:00:01 client.py:250] TimeoutError('No heartbeat received from MQLLMEngine')"
     ],
     "engine-core": [
         "RuntimeError: Engine core initialization failed. See root cause above. "
