@@ -207,11 +207,26 @@ class Classifier:
         if state is State.STARTING and _a_vllm_start(groups):
             self._progress.left = False  # a new start of vLLM announcing itself
         ready, done = state is State.READY, bool(groups.get("engine_done"))
+        _forget_outgrown(self.findings, state)
         if ready and self._progress.left:
             return None  # vLLM's program ended before: another program's server is up
         if not self.findings.outlived(ready, done, self._services.apart):
             return None  # another vLLM service is up: this one's failure stands
         return self._progress.enter(name)
+
+
+# The phases of a start in their order (a later one: the start went on).
+_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
+
+
+def _forget_outgrown(findings: Findings, state: State | None) -> None:
+    """The start entered ``state``: a verdict whose rule is forgotten when the start goes
+    on (``until_progress``) is, once ``state`` is later than the phase it was found in."""
+    best = findings.best
+    if best is None or not best.rule.until_progress:
+        return
+    if state in _ORDER and best.phase in _ORDER and _ORDER.index(state) > _ORDER.index(best.phase):
+        findings.clear()
 
 
 def _a_vllm_start(groups: Mapping[str, str | None]) -> bool:

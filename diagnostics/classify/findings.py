@@ -48,6 +48,7 @@ class Hit(NamedTuple):
     origin: Origin | None = None  # where the exception was raised (Progress.origin)
     at: int = 0  # the order it was read in (a reversed console export: not ``line``)
     header: bool = False  # read from an IPython header (the class only, before the frames)
+    phase: State | None = None  # the start's phase when it was found
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -110,7 +111,9 @@ class Findings:
             self._retract(line, last, rank)
         self._claims.append((line, last, rank))
         chain, origin = progress.chain, progress.origin
-        hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header)
+        hit = Hit(
+            rule, line, stored(clean), stored(text), [], chain, origin, at, header, progress.phase
+        )
         if rule.before_ready and progress.phase is State.READY:
             # A bare error after ready (a failed request) is not the end of vLLM; it
             # only names the cause once vLLM exited.

@@ -104,6 +104,7 @@ class Rule(NamedTuple):
     traceback_through: tuple[Regex, ...] = ()
     after: tuple[Regex, ...] = ()
     before_ready: bool = False  # after a ready marker, counts only once vLLM exited
+    until_progress: bool = False  # forgotten when the start goes on to a later phase
     defaults: Mapping[str, str] = MappingProxyType({})
     generic: bool = False
     transient_if: TransientIf | None = None

@@ -157,12 +157,14 @@ def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[in
     # a better rule could still come (diagnostics.classify.findings)
     cause = bool(better) and any(r.rank == best and r.kind == "cause" for r in pack.rules)
     leaves_ready = ready and any(rule.before_ready for rule in better)
+    # the verdict's own rule is forgotten when the start goes on: every phase marker counts
+    progress = any(r.rank == best and r.until_progress for r in pack.rules)
     found = set()
     for index, pattern in enumerate(pack.patterns):
         if pattern.kind == "phase":
             phase = pack.phases[pattern.owner].phase
             clears = phase == "ready" or "engine_done" in pattern.regex.groupindex
-            keep = generic or cause if phase == "stopping" else clears or leaves_ready
+            keep = generic or cause if phase == "stopping" else clears or leaves_ready or progress
         elif pattern.kind == "traceback":
             keep = traceback_rules or structure
         elif pattern.kind in ("traceback_body", "chain"):

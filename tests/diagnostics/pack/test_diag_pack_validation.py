@@ -110,6 +110,10 @@ def test_an_oom_rule_is_transient_only_where_its_when_places_it(tmp_path):
             "rule 'some-rule': field when: allowed keys",
         ),
         (
+            changed("    cause:", "    when: {until_progress: 'yes'}\n    cause:"),
+            "rule 'some-rule': field when.until_progress: must be true or false",
+        ),
+        (
             "phases:\n  - phase: cooking\n    patterns: [x]\nrules:" + GOOD,
             "phase #1: field phase: 'cooking'",
         ),
@@ -143,6 +147,7 @@ def test_an_oom_rule_is_transient_only_where_its_when_places_it(tmp_path):
         "duplicate-top-level-key",
         "top-level",
         "when-keys",
+        "when-until-progress-type",
         "phase-name",
         "message-lines-range",
         "message-lines-type",

@@ -1,0 +1,62 @@
+"""A finding whose rule is forgotten when the start goes on (``when: {until_progress:
+true}``: a hub request retried, a download that stalled) names no failure once the start
+reached a later phase: a log that ends there is a start under way, and a failure after
+it is judged without it. Through both paths (the worker's lines, diagnose's block scan),
+with the progress in the same block and blocks apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnostics.model import State
+from tests.support.packs import both_paths, shipped_pack
+
+PACK = shipped_pack()
+
+RETRIED = [
+    "'(ReadTimeoutError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Read timed "
+    "out. (read timeout=10)\"), '(Request ID: 3f9b1c7e)')' thrown while requesting HEAD "
+    "https://huggingface.co/org/model/resolve/main/config.json",
+    "Retrying in 1s [Retry 1/5].",
+]
+STALLED = [
+    "model-00002-of-00004.safetensors:  41%|████      | 2.05G/4.98G [09:41<???, 0.00B/s]",
+]
+DOWNLOADING = (
+    "INFO 05-02 11:00:30 weight_utils.py:243] Using model weights format ['*.safetensors']"
+)
+LOADING = [
+    "Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]",
+    "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:02<00:07,  2.61s/it]",
+]
+START = "INFO 05-02 11:00:01 api_server.py:177] vLLM API server version 0.6.3"
+ENGINE_FAILED = "RuntimeError: Engine core initialization failed. See root cause above."
+NOISE = [
+    f"DEBUG 05-02 11:00:{n % 60:02d} some_module.py:1] a line of nothing {n}" for n in range(30000)
+]
+
+
+@pytest.mark.parametrize("finding", [RETRIED, STALLED], ids=["retried", "stalled"])
+@pytest.mark.parametrize("apart", [False, True], ids=["same-block", "blocks-apart"])
+def test_a_start_that_went_on_past_it_is_under_way(finding, apart):
+    lines = [START, DOWNLOADING, *finding, *(NOISE if apart else []), *LOADING]
+    assert both_paths(lines, PACK).state is State.LOADING
+
+
+@pytest.mark.parametrize("finding", [RETRIED, STALLED], ids=["retried", "stalled"])
+def test_it_still_ends_a_start_that_went_no_further(finding):
+    # more of the same phase after it (the download still at it) is no progress
+    diagnosis = both_paths([START, DOWNLOADING, *finding, DOWNLOADING], PACK)
+    assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_TRANSIENT, "network")
+
+
+def test_a_failure_after_the_start_went_on_is_judged_without_it():
+    diagnosis = both_paths([START, DOWNLOADING, *RETRIED, *LOADING, ENGINE_FAILED], PACK)
+    assert diagnosis.rule == "engine-wrapper"
+    assert diagnosis.state is State.FAILED_TRANSIENT
+
+
+def test_a_rule_without_the_mark_is_not_forgotten_by_progress():
+    cause = "OSError: [Errno 28] No space left on device"
+    diagnosis = both_paths([START, DOWNLOADING, cause, *LOADING], PACK)
+    assert diagnosis.rule == "disk-full"
