@@ -14,7 +14,7 @@ from tests.support.scripts import load_script
 GEN_DOCS = load_script("gen_docs")
 
 ROOT = FIXTURES / "reconstructed"
-RIGHT_AT_LEAST = 15906  # of 16100, 2026-12-05, stop 48 (docs/diagnostics.md, "Held-out checks")
+RIGHT_AT_LEAST = 16217  # of 16420, 2026-12-05, stop 48 (docs/diagnostics.md, "Held-out checks")
 # A writer's label the real corpus contradicts, where the verdict follows the corpus: kept
 # as written (and counted wrong), but not a breach of the safety properties.
 CORPUS_LABELS = {
@@ -25,15 +25,23 @@ CORPUS_LABELS = {
     # NCCL's "Cuda failure 'out of memory'": the real corpus's oom, permanent
     # (fixtures/corpus/oom/vllm-19865-*), the writer's cuda_fault
     "logs/cuda_fault/LK-tp4-nccl-cuda-failure-out-of-memory.log",
+    "logs/cuda_fault/OR-v042-nccl-cuda-oom-graph-capture-tp2.log",
+}
+# A writer's label of a failure after the start came up (a request vLLM refused once it
+# served): the start did not fail, and the verdict says so (docs/diagnostics.md, a bare
+# exception after ready); counted wrong, not a failed start missed.
+AFTER_READY = {
+    "logs/kv_cache/OT-kv-prompt-exceeds-block-manager.log",
 }
 
 
 def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     results = score(ROOT, shipped_pack())
-    assert len(results) == 16100
+    assert len(results) == 16420
     breaches = [r.file for r in results if r.transient_called_permanent]
     assert [f for f in breaches if f not in CORPUS_LABELS] == []
-    assert [r.file for r in results if r.failed_called_not_failed] == []
+    missed = [r.file for r in results if r.failed_called_not_failed]
+    assert [f for f in missed if f not in AFTER_READY] == []
     wrong = [f"{r.file}: {r.label} -> {r.predicted}" for r in results if not r.right]
     assert len(results) - len(wrong) >= RIGHT_AT_LEAST, "\n".join(wrong)
     # docs/diagnostics.md's section of this set, from this one scoring (the docs test
