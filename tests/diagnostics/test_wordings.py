@@ -2174,6 +2174,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # ... or a listing of the model's folder showing its .git folder (held-out set PD)
+    (
+        [
+            "$ ls -la /data/models/Mistral-7B-Instruct-v0.3/",
+            "drwxr-xr-x 8 mlops mlops    4096 Oct 24 10:02 .git",
+            "-rw-r--r-- 1 mlops mlops     135 Oct 24 10:02 model-00001-of-00003.safetensors",
+            "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+        ],
+        "other",
+        True,
+    ),
     (
         [
             "git clone https://github.com/vllm-project/vllm.git && cd vllm",
