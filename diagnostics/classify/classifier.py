@@ -207,9 +207,9 @@ class Classifier:
         if state is State.STARTING and _a_vllm_start(groups):
             self._progress.left = False  # a new start of vLLM announcing itself
         ready, done = state is State.READY, bool(groups.get("engine_done"))
-        _forget_outgrown(self.findings, state)
         if ready and self._progress.left:
             return None  # vLLM's program ended before: another program's server is up
+        _forget_outgrown(self.findings, state)
         if not self.findings.outlived(ready, done, self._services.apart):
             return None  # another vLLM service is up: this one's failure stands
         return self._progress.enter(name)
