@@ -214,15 +214,10 @@ def load_catalogue() -> Catalogue:
     database cache when it holds this one (marshal: a few ms, against ~25 for JSON); an
     empty one when it is missing or damaged (the rules still judge every line)."""
     from diagnostics.pack import dbcache
-    from diagnostics.pack.rules import shipped_rules
+    from diagnostics.pack.rules import shipped_file
 
-    root = shipped_rules()
     try:
-        if isinstance(root, str):
-            with open(os.path.join(root, "catalogue.json"), "rb") as file:
-                data = file.read()
-        else:
-            data = (root / "catalogue.json").read_bytes()
+        data = shipped_file("catalogue.json")
     except OSError:
         return Catalogue(())
     import hashlib  # only here: the catalogue is read for few logs (OpenSSL's load ~2.5 ms)

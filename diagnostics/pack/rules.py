@@ -135,43 +135,46 @@ def load_pack(path: Path | str | Traversable | None = None) -> RulePack:
 def _sources(root: str | Traversable) -> list[tuple[str, bytes]]:
     """The pack's files, (name, bytes) in file-name order: every ``*.yaml`` of the folder
     ``root``, or the one file it names."""
+    entries: list[tuple[str, str | Traversable]] | None
     if isinstance(root, str):
         if os.path.isdir(root):
             with os.scandir(root) as found:
-                paths = [e.path for e in found if e.name.endswith(".yaml") and e.is_file()]
-        elif os.path.isfile(root):
-            paths = [root]
+                entries = [
+                    (e.name, e.path) for e in found if e.name.endswith(".yaml") and e.is_file()
+                ]
         else:
-            raise RulePackError(f"{root}: no such rule file or folder")
-        files = sorted(((os.path.basename(p), p) for p in paths), key=lambda f: f[0])
-        if not files:
-            raise RulePackError(f"{root}: no *.yaml rule files")
-        return [(file_name, _read_path(file_name, p)) for file_name, p in files]
-    if root.is_dir():
-        yamls = [f for f in root.iterdir() if f.name.endswith(".yaml") and f.is_file()]
-        entries = sorted(yamls, key=lambda f: f.name)
-    elif root.is_file():
-        entries = [root]
+            entries = [(os.path.basename(root), root)] if os.path.isfile(root) else None
+    elif root.is_dir():
+        entries = [(f.name, f) for f in root.iterdir() if f.name.endswith(".yaml") and f.is_file()]
     else:
+        entries = [(root.name, root)] if root.is_file() else None
+    if entries is None:
         raise RulePackError(f"{root}: no such rule file or folder")
     if not entries:
         raise RulePackError(f"{root}: no *.yaml rule files")
-    return [(f.name, _read(f)) for f in entries]
+    return [(name, _read(name, file)) for name, file in sorted(entries, key=lambda e: e[0])]
 
 
-def _read_path(file_name: str, path: str) -> bytes:
+def _read(name: str, file: str | Traversable) -> bytes:
     try:
-        with open(path, "rb") as file:
-            return file.read()
+        return file_bytes(file) if isinstance(file, str) else file.read_bytes()
     except OSError as exc:
-        raise RulePackError(f"{file_name}: cannot read: {exc}") from exc
+        raise RulePackError(f"{name}: cannot read: {exc}") from exc
 
 
-def _read(file: Traversable) -> bytes:
-    try:
-        return file.read_bytes()
-    except OSError as exc:
-        raise RulePackError(f"{file.name}: cannot read: {exc}") from exc
+def file_bytes(path: str) -> bytes:
+    """The bytes of the file at ``path`` (OSError when it cannot be read)."""
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def shipped_file(name: str) -> bytes:
+    """The file ``name`` of the shipped pack's folder (the catalogue), found as
+    :func:`shipped_rules` finds the folder; OSError when it cannot be read."""
+    root = shipped_rules()
+    if isinstance(root, str):
+        return file_bytes(os.path.join(root, name))
+    return (root / name).read_bytes()
 
 
 _PACK_FORMAT = 3  # bump when what is stored changes meaning
@@ -191,7 +194,7 @@ def _pack_key(sources: list[tuple[str, bytes]]) -> str | None:
     digest = dbcache.hasher(b"rulepack%d\0" % _PACK_FORMAT)
     here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # diagnostics/
     try:
-        judges = [(name, _file_bytes(os.path.join(here, name))) for name in _JUDGES]
+        judges = [(name, file_bytes(os.path.join(here, name))) for name in _JUDGES]
         re2_file = os.stat(re2.__file__ or "")
     except (OSError, TypeError):
         return None
@@ -205,11 +208,6 @@ def _pack_key(sources: list[tuple[str, bytes]]) -> str | None:
     for file_name, data in (*judges, *sources):
         digest.update(b"%d:%s:%d:" % (len(file_name), file_name.encode(), len(data)) + data)
     return digest.hexdigest()
-
-
-def _file_bytes(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return file.read()
 
 
 def _stored(doc: tuple[str, object]) -> tuple[str, object]:

@@ -13,7 +13,7 @@ import hyperscan
 from diagnostics.classify.normalize import PROCESS_PREFIX, QUOTE_MARKER, WRAP_WIDTHS
 from diagnostics.pack import dbcache
 from diagnostics.pack.matching import prefilter_form
-from diagnostics.pack.rules import RulePack
+from diagnostics.pack.rules import RulePack, file_bytes
 from diagnostics.scanning import prefilter
 from diagnostics.scanning.prefilter import prefilter_head
 
@@ -28,15 +28,11 @@ class Scanner(NamedTuple):
     ready_indexes: tuple[int, ...]  # pack.patterns indexes of the ready markers
 
 
-def _file_bytes(path: str | None) -> bytes:
-    with open(path or "", "rb") as file:
-        return file.read()
-
-
 # The cache key of a database built from heads names the patterns and the code that
 # derives them (this module and prefilter_head's): computing every head costs more
 # than reading the database.
-_CODE = dbcache.hasher(_file_bytes(__file__) + _file_bytes(prefilter.__file__)).hexdigest().encode()
+_SOURCES = file_bytes(__file__) + file_bytes(prefilter.__file__ or "")
+_CODE = dbcache.hasher(_SOURCES).hexdigest().encode()
 
 
 def _shape_expressions() -> list[bytes]:
