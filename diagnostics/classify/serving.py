@@ -17,13 +17,22 @@ marker of a start under way (a version line, a load, a download) decides: a serv
 line means the server was up when the log ends; a start marker means a start under
 way after whatever served before it (a restart), as the line scan found. Lines of
 another compose service (a web UI's own ``"GET /health" 200``) do not count
-(:mod:`diagnostics.classify.services`)."""
+(:mod:`diagnostics.classify.services`).
+
+A log that begins while the server serves may hold a request's error: a traceback in a
+request handler, an ERROR line about a model name the server does not know. Without the
+ready marker, line by line it is a failed start of no named cause (an exception family, a
+bare exception, the log's shape, a message judged by the catalogue or by where it was
+raised). When vLLM's serving lines follow that error in the log's last lines, with no
+start between them, vLLM served on after it: the server is up (:func:`served_after`). A
+named cause, a consequence (an engine that died) or an error after the last serving
+line stays a failure."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from diagnostics.classify.normalize import normalize
+from diagnostics.classify.normalize import clean_raw, normalize
 from diagnostics.classify.services import Services
 from diagnostics.model import Diagnosis, State
 from diagnostics.pack.rules import RulePack
@@ -51,6 +60,42 @@ def serving(lines: Sequence[str], pack: RulePack) -> bool:
     return False
 
 
+def served_after(verdict: Diagnosis, tail: Sequence[str], pack: RulePack) -> bool:
+    """Whether ``verdict`` is a failure of no named cause whose evidence line is among
+    ``tail`` (a log's last lines, raw) and vLLM's serving lines come after it, with no
+    start under way between them: a request's error in a server at work."""
+    evidence = verdict.evidence
+    if not (evidence and pack.serving and names_no_cause(verdict, pack)):
+        return False
+    services = Services()
+    for line in tail:
+        services.foreign(line)
+    served = False
+    for line in reversed(tail):
+        if not line.strip() or services.foreign(line):
+            continue
+        if clean_raw(line) == evidence.text:
+            return served
+        text = normalize(line)
+        if any(rx.search(text) for rx in pack.under_way):
+            return False
+        served = served or any(rx.search(text) for rx in pack.serving)
+    return False  # the error is above the lines read: not known to be followed
+
+
+def names_no_cause(verdict: Diagnosis, pack: RulePack) -> bool:
+    """A failure of generic structure, a bare exception (a rule counted only before
+    ready), the log's shape, or one judged by the catalogue or provenance; not a
+    specific cause or a consequence."""
+    if not verdict.failed:
+        return False
+    try:
+        rule = pack.by_id(verdict.rule or "")
+    except KeyError:  # a shape (unmatched.py) or a derived verdict: not the pack's
+        return True
+    return rule.kind == "structure" or rule.before_ready
+
+
 def tail_of(lines: Sequence[str]) -> Sequence[str]:
     """The last lines of ``lines`` that fit in ``TAIL_BYTES`` (what a file's tail gives)."""
     size, at = 0, len(lines)
@@ -62,7 +107,10 @@ def tail_of(lines: Sequence[str]) -> Sequence[str]:
 
 def with_serving(verdict: Diagnosis, tail: Sequence[str], pack: RulePack) -> Diagnosis:
     """``verdict``, or ready when it is a start under way and ``tail`` (the log's last
-    lines) shows the server at work."""
+    lines) shows the server at work, or a failure of no named cause that the server
+    served on after."""
     if verdict.state in UNDER_WAY and serving(tail, pack):
+        return Diagnosis(State.READY)
+    if served_after(verdict, tail, pack):
         return Diagnosis(State.READY)
     return verdict

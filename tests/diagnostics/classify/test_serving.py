@@ -101,3 +101,61 @@ def test_the_line_scan_never_reads_them():
     )
     assert serving([SERVING["v0-stats"]], PACK)
     assert not serving([], PACK)
+
+
+# A request's error as a server at work logs it: no cause of its own is named (a message
+# no rule knows, an exception family, a bare exception, judged where it was raised).
+REQUEST_ERRORS = {
+    "error-line": [
+        "ERROR 05-14 09:12:58 [serving_chat.py:137] Error with model object='error' "
+        "message='The model `gpt-4o-mini` does not exist.' type='NotFoundError' code=404",
+    ],
+    "client-gone": [
+        "ERROR:    Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/starlette/responses.py", line 260, '
+        "in wrap",
+        "    await func()",
+        '  File "/usr/lib/python3.10/asyncio/locks.py", line 214, in wait',
+        "    await fut",
+        "asyncio.exceptions.CancelledError: Cancelled by cancel scope 7f51a4c8e2b0",
+    ],
+    "raised-in-a-handler": [
+        "ERROR 04-02 10:11:12 serving_chat.py:222] Error in preprocessing prompt inputs",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/'
+        'serving_chat.py", line 205, in create_chat_completion',
+        "    request_prompts, engine_prompts = await self._preprocess_chat(",
+        "ValueError: Unknown part type 'input_audio_url' in the request's messages",
+    ],
+}
+
+
+@pytest.mark.parametrize("error", REQUEST_ERRORS.values(), ids=REQUEST_ERRORS.keys())
+@pytest.mark.parametrize("line", SERVING.values(), ids=SERVING.keys())
+def test_a_requests_error_that_the_server_served_on_after_is_no_failed_start(line, error):
+    """A log that begins while the server serves (no ready marker) and holds a request's
+    error: failed line by line, up once vLLM's serving lines follow the error."""
+    assert both_paths([line, *error]).failed  # the error is the last thing it shows
+    assert both_paths([line, *error, *NOISE, line]).state is State.READY
+    assert both_paths([*error, line]).state is State.READY
+    assert both_paths([*error, SERVING["access-400"]]).state is State.READY  # answered
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        FAILURE,  # a named cause
+        ["RuntimeError: Engine core initialization failed. See root cause above."],  # consequence
+    ],
+    ids=["cause", "consequence"],
+)
+def test_a_named_cause_or_an_engines_end_followed_by_serving_lines_stays_a_failure(cause):
+    assert both_paths([SERVING["v1-stats"], *cause, SERVING["access-200"]]).failed
+
+
+def test_an_error_above_the_lines_read_is_not_known_to_be_followed():
+    """The tail is the last TAIL_BYTES: an error further up stays a failure, whatever
+    serving lines the tail holds (the lines between are not read)."""
+    filler = [SERVING["access-health"]] * (TAIL_BYTES // 60 + 10)
+    assert both_paths([*REQUEST_ERRORS["client-gone"], *filler]).failed
