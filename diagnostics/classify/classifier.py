@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache, partial
 
 from diagnostics.classify.attempts import last_attempt_of_lines
-from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, refined, stored
+from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored
 from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, read_line
 from diagnostics.classify.linereading import hit_ids as _hit_ids
 from diagnostics.classify.normalize import (
@@ -36,7 +36,7 @@ from diagnostics.classify.services import Services, access_line
 from diagnostics.classify.serving import UNDER_WAY, names_no_cause, tail_of, with_serving
 from diagnostics.classify.unmatched import unmatched
 from diagnostics.classify.verdict import render_hit, render_rule
-from diagnostics.classify.wrapping import Wrapped, carry, continues
+from diagnostics.classify.wrapping import Wrapped, carry, continues, refined
 from diagnostics.model import Diagnosis, State
 from diagnostics.pack.rules import PHASES, Pattern, RulePack, load_pack
 from diagnostics.redaction.redact import Redactor, redact

@@ -1,16 +1,18 @@
 """The failure matches the classifier keeps: every rule's first finding of the failed
 start (bounded by the pack: one per rule) with its position, its rule's kind and the
 traceback chain it belongs to; the best of them (the evidence, with the lines that
-continue it); a ``before_ready`` match after ready; the captures a match's messages read.
+continue it); a ``before_ready`` match after ready (what a match's lines capture:
+:mod:`diagnostics.classify.wrapping`).
 
 The best finding: the lowest rank (``diagnostics.pack.pack.tier``: a specific cause beats
 generic structure, which beats a consequence; memory, then device faults, first among
 causes), then the earliest line. Python prints a chain's origin first ("The above
 exception was the direct cause of the following exception", "During handling of the
 above exception"), so among specific causes the chain's origin is its earliest finding,
-and across chains the earliest one wins. The order is total and a later line never beats
-an earlier one of the same rank, so the choice is made as lines come (constant memory)
-and the fast path can skip what cannot beat it. Once a requested shutdown began (a
+and across chains the earliest one wins; an exception line takes the place of the
+``raise`` code line that raised it (:class:`Raising`). The order is total and a later
+line never beats an earlier one of the same rank, so the choice is made as lines come
+(constant memory) and the fast path can skip what cannot beat it. Once a requested shutdown began (a
 stopping marker), a specific cause found before it is the verdict: what the shutdown
 prints does not compete with it."""
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable
 from typing import NamedTuple
 
 from diagnostics.classify.normalize import wrapped_at_width
@@ -55,6 +57,42 @@ class Hit(NamedTuple):
         return (self.rule.rank, self.at, self.rule.priority)
 
 
+class Raising:
+    """The best finding's ``raise X(...)`` code line, and the line of the exception it
+    raised once read. Python prints the statement that raised under the innermost frame,
+    then the exception: one event, the code line its template (an f-string's ``{name}``
+    where the message has the value). A finding on an exception line at most
+    ``RAISED_WITHIN`` lines under that code line takes the code line's place
+    (:meth:`place`): among the specific causes the two lines show, the pack's order
+    decides, as for two readings of one line, not the line printed first; the same
+    rule's finding moves to the exception line. Line numbers alone decide, so the fast
+    path, which reads only the lines that can change the verdict, decides alike."""
+
+    def __init__(self) -> None:
+        self.code: Hit | None = None
+        self.raised: int | None = None
+
+    def note(self, best: Hit) -> None:
+        """``best`` is the best finding now: a code line's, whose exception may follow."""
+        if _RAISE_CODE.match(best.text):
+            self.code, self.raised = best, None
+
+    def place(self, hit: Hit) -> Hit:
+        """``hit`` at its place, or at the code line's that raised its exception line."""
+        code = self.code
+        if code is None or hit.rule.rank > code.rule.rank or hit.line == code.line:
+            return hit  # (a worse reading: the fast path does not read its line)
+        if hit.line == self.raised or (
+            self.raised is None
+            and code.line < hit.line <= code.line + RAISED_WITHIN
+            and _EXCEPTION_LINE.match(hit.text.lstrip())
+        ):
+            self.raised = hit.line
+            return hit._replace(at=code.at)
+        self.code = self.raised = None
+        return hit
+
+
 class Findings:
     """The best match so far, the match still collecting continuation lines, and a
     late (``before_ready`` after ready) match."""
@@ -64,6 +102,7 @@ class Findings:
         self.collecting: Hit | None = None
         self.late: Hit | None = None
         self.found: dict[int, Hit] = {}  # rule priority -> its first finding
+        self._raising = Raising()
         # (first line, last line, priority): the rules that read the last lines first
         self._claims: deque[tuple[int, int, tuple[int, int]]] = deque(maxlen=8)
 
@@ -71,6 +110,7 @@ class Findings:
         self.best = self.collecting = self.late = None
         self.found = {}
         self._claims.clear()
+        self._raising = Raising()
 
     def consider(
         self,
@@ -120,10 +160,12 @@ class Findings:
             if self.late is None:
                 self.late = hit
             return
+        hit = self._raising.place(hit)
         kept = self.found.setdefault(rule.priority, hit)
-        if kept.header and not header and kept.chain == hit.chain:
-            # The exception line the header stood for (its message, where it was
-            # raised), in the header's place.
+        stood_for = kept.header and not header and kept.chain == hit.chain
+        if stood_for or (kept is not hit and kept.at == hit.at and kept.line < hit.line):
+            # The exception line the header or the code line stood for (its message,
+            # with its values; where it was raised), in their place.
             hit = self.found[rule.priority] = hit._replace(at=kept.at)
             if self.best is kept:
                 self.best = self.collecting = hit
@@ -131,6 +173,7 @@ class Findings:
         if self.best is not None and self.best.key <= hit.key:
             return
         self.best = self.collecting = hit
+        self._raising.note(hit)
 
     def outlived(self, ready: bool, engine_done: bool, apart: Callable[[str], bool]) -> bool:
         """A ready marker (``ready``) or the engine's end of initialisation
@@ -152,10 +195,11 @@ class Findings:
     def settled(self) -> int | None:
         """The rank a finding must beat to change the verdict (None: no finding yet); an
         IPython header's reading stands until its traceback's exception line, of the
-        same rank, comes."""
+        same rank, comes, and a code line's until the exception line it raised."""
         if self.best is None:
             return None
-        return self.best.rule.rank + (1 if self.best.header else 0)
+        pending = self.best.header or self.best is self._raising.code
+        return self.best.rule.rank + (1 if pending else 0)
 
     def _retract(self, first: int, last: int, rank: tuple[int, int]) -> None:
         """Forget the findings on lines ``first``..``last`` of the rule of claim ``rank``
@@ -223,74 +267,11 @@ def warned(raw: str) -> bool:
 _TRACEBACK_LINES = ("Traceback (most recent call last)", 'File "')
 
 
+# The code line of a raise statement, as a traceback prints it under its frame, and the
+# most lines the exception line it raised follows it by (the statement's other lines, the
+# position markers of Python 3.11+).
+RAISED_WITHIN = 4
+_RAISE_CODE = re.compile(r"^\s*raise [A-Za-z_][\w.]*\(")
+
 # An exception line (not after a line cut at a terminal's width).
 _EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\([\w.]+\))?: ")
-
-
-def joined(hit: Hit, count: int | None = None) -> list[str]:
-    """The evidence with its first ``count`` continuation lines (all: None), read as a
-    terminal's cut (the parts as printed, one after the other) and as lines of their own
-    (joined by a space)."""
-    following = hit.following if count is None else hit.following[:count]
-    if not following:
-        return [hit.text]
-    cut = hit.text + "".join(following)  # each part with the spaces the cut fell after
-    return [cut, " ".join([hit.text, *(part.strip() for part in following)])]
-
-
-def refined(hit: Hit, rules: Sequence[Rule], rule_ids: Callable[[str], Iterable[int]]) -> Hit:
-    """The evidence read whole when a paste reflowed it: a narrow reflow can cut a
-    message's opening before the words a specific rule reads ("CUDA out of" |
-    "memory. Tried to allocate ..."), so the line alone matched only a general rule of
-    the same category (the exception's class). When the line joined with its
-    continuation lines matches a rule of the same category and kind, without
-    conditions, that the pack places before it (the specific reading of the same
-    message), that rule reads the finding. ``rule_ids``: the priorities of the rules
-    whose patterns match a text."""
-    if not hit.following or hit.header:
-        return hit
-    texts = [text for n in range(1, len(hit.following) + 1) for text in joined(hit, n)]
-    better = min(
-        (
-            priority
-            for text in texts
-            for priority in rule_ids(text)
-            if priority < hit.rule.priority and _same_reading(rules[priority], hit.rule)
-        ),
-        default=None,
-    )
-    return hit if better is None else hit._replace(rule=rules[better])
-
-
-def _same_reading(rule: Rule, than: Rule) -> bool:
-    return (
-        rule.category is than.category
-        and rule.kind == than.kind
-        and not (rule.traceback_through or rule.after or rule.before_ready)
-    )
-
-
-def captures(hit: Hit, may_match: Callable[[str], Container[int]] | None = None) -> dict[str, str]:
-    """What the rule's patterns capture on the evidence and its continuation lines.
-    ``may_match``: the ``id`` of every pattern that may match a text (the pack's
-    prefilter, which never misses a match RE2 would find): the others are not run on it.
-    A rule of 436 patterns ran each on every text: 60 RE2 searches a verdict."""
-    capturing = [regex for regex in hit.rule.patterns if regex.groupindex]
-    if not capturing:  # a rule whose patterns capture nothing: no text to scan
-        return {}
-    texts = [hit.text]
-    for n in range(1, len(hit.following) + 1):
-        texts += joined(hit, n)
-    maybe = [may_match(text) if may_match is not None else None for text in texts]
-    found: dict[str, str] = {}
-    for regex in capturing:
-        for text, candidates in zip(texts, maybe, strict=True):
-            if candidates is not None and id(regex) not in candidates:
-                continue
-            match = regex.search(text)
-            if not match:
-                continue
-            for name, value in match.groupdict().items():
-                if value is not None and name not in found:
-                    found[name] = value
-    return found

@@ -26,10 +26,11 @@ from collections.abc import Callable, Container, Mapping
 from functools import cache
 
 from diagnostics.classify.chosen import SETTINGS, chosen_setting
-from diagnostics.classify.findings import Hit, captures, joined
+from diagnostics.classify.findings import Hit
 from diagnostics.classify.fixes import REPOSITORY_FIX, fix_for
 from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
+from diagnostics.classify.wrapping import captures, joined
 from diagnostics.model import Category, Diagnosis, Evidence, State
 from diagnostics.pack.catalogue import load_catalogue
 from diagnostics.pack.evidence import Provenance
