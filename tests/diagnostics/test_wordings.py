@@ -12,6 +12,7 @@ import io
 
 import pytest
 
+from diagnostics.model import State
 from diagnostics.scanning.scan import classify_stream
 from tests.support.packs import shipped_pack
 
@@ -2454,6 +2455,35 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # huggingface_hub's warning that the cache's disk is short (file_download.py's
+    # _check_disk_space), before what the full disk then breaks (held-out set QA): a
+    # shard missing from the snapshot reads as a truncated download alone
+    (
+        [
+            "INFO 12-05 02:31:34 weight_utils.py:243] Using model weights format ['*.safetensors']",
+            "/usr/local/lib/python3.12/dist-packages/huggingface_hub/file_download.py:653: "
+            "UserWarning: Not enough free disk space to download the file. The expected file "
+            "size is: 3983.54 MB. The target location /root/.cache/huggingface/hub/"
+            "models--Qwen--Qwen2.5-72B-Instruct-AWQ/blobs only has 1807.22 MB free disk "
+            "space.",
+            "  warnings.warn(",
+            "model-00005-of-00011.safetensors:  45%|████▌     | 1.80G/3.98G [00:18<00:22]",
+            "(VllmWorkerProcess pid=108) ERROR 12-05 02:34:37 multiproc_worker_utils.py:229] "
+            "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/huggingface/"
+            "hub/models--Qwen--Qwen2.5-72B-Instruct-AWQ/snapshots/698703e/"
+            "model-00005-of-00011.safetensors'",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "UserWarning: Not enough free disk space to download the file.",
+            "RuntimeError: Engine process failed to start. See stack trace for the root cause.",
+        ],
+        "other",
+        False,
+    ),
 ]
 
 
@@ -2516,6 +2546,24 @@ def test_ray_serve_deploying_its_application_is_a_ready_marker():
     ]
     diagnosis = classify_stream(io.BytesIO("\n".join(later).encode()), PACK)
     assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
+
+
+def test_a_disk_short_warning_is_forgotten_when_the_weights_load():
+    """huggingface_hub warned that the disk was short, and the download went on to the
+    loading of the weights (space was freed): a start under way, not a failure."""
+    lines = [
+        "INFO 12-05 02:31:34 weight_utils.py:243] Using model weights format ['*.safetensors']",
+        "UserWarning: Not enough free disk space to download the file. The expected file "
+        "size is: 3983.54 MB. The target location /data/hub/blobs only has 1807.22 MB free "
+        "disk space.",
+        "model-00005-of-00011.safetensors: 100%|██████████| 3.98G/3.98G [00:41<00:00]",
+        "INFO 12-05 02:36:01 model_runner.py:1077] Loading model weights took 38.7 GB",
+    ]
+    verdict = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert verdict.state is State.LOADING
+    cut = classify_stream(io.BytesIO("\n".join(lines[:3]).encode()), PACK)
+    assert (cut.rule, cut.permanent) == ("hub-disk-space-short", False)
+    assert "1807.22 MB free" in (cut.cause or "")
 
 
 def test_a_ray_get_timing_out_elsewhere_is_not_the_placement_group():

@@ -16,14 +16,18 @@ FRAME = (
     '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/'
     'default_loader.py", line 187, in _prepare_weights'
 )
-WEIGHTS_CODE = '    raise RuntimeError(f"Cannot find any model weights with `{model_name_or_path}`")'
+WEIGHTS_CODE = (
+    '    raise RuntimeError(f"Cannot find any model weights with `{model_name_or_path}`")'
+)
 WEIGHTS_RAISED = "RuntimeError: Cannot find any model weights with `Qwen/Qwen3-14B`"
 NCCL_FRAME = (
     '  File "/usr/local/lib/python3.10/dist-packages/vllm/distributed/device_communicators/'
     'pynccl_wrapper.py", line 257, in NCCL_CHECK'
 )
 NCCL_CODE = '    raise RuntimeError(f"NCCL error: {error_str}")'
-NCCL_RAISED = "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"
+NCCL_RAISED = (
+    "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"
+)
 CARETS = "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^"
 OFFLINE = "HF_HUB_OFFLINE=1"
 

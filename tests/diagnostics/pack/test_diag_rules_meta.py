@@ -136,6 +136,9 @@ WITHOUT_A_REAL_LOG = {
     # written from their code (held-out sets OT, OU)
     "nccl-communicator-aborted": "test_selection.CONSEQUENCES",
     "ray-node-lost": "test_wordings.WORDINGS",
+    # huggingface_hub's warning of a short disk before a download (its file_download.py's
+    # _check_disk_space), written from its code (held-out set QA)
+    "hub-disk-space-short": "test_wordings.WORDINGS",
     # the raylet's summary counting no memory kill (node_manager.cc; held-out set IH)
     "ray-workers-crashed-not-oom": "test_wordings.WORDINGS",
     # vLLM's Ray executor's wait report (ray_utils.py), a start stuck on it (set IF)
@@ -207,7 +210,7 @@ def test_generic_rules_come_last():
 # (fixture, rule that also matches lines in it but must not decide it, rule that must)
 NEAR_MISSES = [
     # ENOSPC raised while model code loads weights: disk-full, not a model-code error.
-    ("vllm-0.32/disk-full-download.log", "model-code-error", "disk-full"),
+    ("vllm-0.32/disk-full-download.log", "model-code-error", "hub-disk-space-short"),
     # The hub answers 401 for a missing repo; "Repository Not Found" follows.
     (
         "corpus/model_not_found/guardkit-ngc2601-v013-qwen25-14b-fp8-repo-does-not-exist.log",
