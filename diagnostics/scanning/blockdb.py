@@ -105,8 +105,9 @@ def scanner(pack: RulePack) -> Scanner:
 
 
 # What can still change a verdict: None while no failure matched (everything can),
-# else the best rule's rank and whether vLLM is in the ready phase.
-Standing = tuple[int, bool] | None
+# else the best rule's rank, whether vLLM is in the ready phase and whether the file
+# shows vLLM's program ended before its last ready marker (relevant_ids' ``exits``).
+Standing = tuple[int, bool, bool] | None
 
 # A standing that leaves more than this share of the patterns relevant has no narrowed
 # database (:func:`narrowed`): the database of every head, its hits filtered, is as fast.
@@ -135,7 +136,9 @@ def narrowed(pack: RulePack, standing: Standing) -> hyperscan.Database | None:
 
 
 @lru_cache(maxsize=64)
-def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[int]:
+def relevant_ids(
+    pack: RulePack, best: int, ready: bool = False, exits: bool = False
+) -> frozenset[int]:
     """The pattern indexes that can still change a verdict whose best rule has rank
     ``best`` (a later finding of the same rank never wins: the earliest does): a ready
     marker and the engine's end of initialisation (they clear the verdict), a rule of a
@@ -144,7 +147,11 @@ def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[in
     exception was raised), the stopping marker when a better rule is generic or the
     verdict a specific cause (the marker makes the classifier ignore generic rules, and
     every rule once a specific cause stands), and, in the ready phase (``ready``), the
-    markers that end it when a better rule counts only before ready."""
+    markers that end it when a better rule counts only before ready. ``exits``: a
+    traceback that leaves vLLM's program makes a later ready marker another program's
+    (Progress.left) until vLLM starts again, and the file shows one before its last ready
+    marker (readyseek's plan): before ready, the traceback headers and frames and the
+    start markers count too."""
     better = [rule for rule in pack.rules if rule.rank < best]
     traceback_rules = any(rule.traceback_through for rule in better)
     structure = any(rule.kind == "structure" for rule in better)
@@ -155,15 +162,19 @@ def relevant_ids(pack: RulePack, best: int, ready: bool = False) -> frozenset[in
     leaves_ready = ready and any(rule.before_ready for rule in better)
     # the verdict's own rule is forgotten when the start goes on: every phase marker counts
     progress = any(r.rank == best and r.until_progress for r in pack.rules)
+    leaving = exits and not ready
     found = set()
     for index, pattern in enumerate(pack.patterns):
         if pattern.kind == "phase":
             phase = pack.phases[pattern.owner].phase
             clears = phase == "ready" or "engine_done" in pattern.regex.groupindex
             keep = generic or cause if phase == "stopping" else clears or leaves_ready or progress
+            keep = keep or (leaving and phase == "starting")
         elif pattern.kind == "traceback":
-            keep = traceback_rules or structure
-        elif pattern.kind in ("traceback_body", "chain"):
+            keep = traceback_rules or structure or leaving
+        elif pattern.kind == "traceback_body":
+            keep = structure or leaving
+        elif pattern.kind == "chain":
             keep = structure
         elif pattern.kind == "error_level":
             keep = False  # read only while no failure matched (a shape-only verdict)

@@ -90,6 +90,7 @@ def classify_blocks(
     first_line: int = 0,
     recount: Callable[[int, int], int] | None = None,
     stop: int | None = None,
+    exits: bool = False,
 ) -> Classifier:
     """Feed ``classifier`` the lines of ``blocks`` that can change its verdict
     (numbered from ``first_line`` + 1), as feeding it every line would.
@@ -98,7 +99,8 @@ def classify_blocks(
     where ``blocks`` start); given, the lines of skipped blocks are counted only when
     a later line is fed, so a log that ends without another relevant line is never
     counted. ``stop``: an offset from which no line can change the verdict (see
-    plan); reading ends there once the classifier wants no more lines."""
+    plan); reading ends there once the classifier wants no more lines. ``exits``: the
+    plan found vLLM's program ended before the last ready marker (blockdb.relevant_ids)."""
     scan = scanner(classifier.pack)
     pack = classifier.pack
     lineno = first_line  # lines before ``pos`` (all earlier blocks included)
@@ -128,7 +130,7 @@ def classify_blocks(
             start, size = start + at, size - at
             if stop is not None and start >= stop:
                 break
-        lines = None if follow else _quiet_lines(block, scan, _standing(classifier))
+        lines = None if follow else _quiet_lines(block, scan, _standing(classifier, exits))
         quiet = lines is not None
         # Of a block in which nothing can change the verdict, only the lines cut at a
         # terminal's width that end it are read: the message they start may go on in the
@@ -146,7 +148,7 @@ def classify_blocks(
             eager = True
         narrowed_to: Standing = None  # the standing the block's hits were narrowed to
         if hits is None:
-            standing = _standing(classifier)
+            standing = _standing(classifier, exits)
             database = narrowed(pack, standing) if read >= NARROW_AFTER else None
             hits = _hits(block, scan, database)
             narrowed_to = standing if database is not None else None
@@ -159,7 +161,7 @@ def classify_blocks(
                 # The next hit line that can change the verdict.
                 while index < len(hits):
                     ids = hits[index][1]
-                    standing = _standing(classifier)
+                    standing = _standing(classifier, exits)
                     if (
                         standing is None
                         or ids is None
@@ -178,7 +180,7 @@ def classify_blocks(
             pos = line_start
             end = _feed_line(block, line_start, classifier, lineno + 1)
             follow = classifier.wants_next_line
-            if narrowed_to is not None and not _still_narrow(pack, classifier, narrowed_to):
+            if narrowed_to is not None and not _still_narrow(pack, classifier, narrowed_to, exits):
                 # what can change the verdict now is not all among what the hits were
                 # narrowed to: the rest of the block's hits, of every pattern
                 hits = [hit for hit in _hits(block, scan) if hit[0] > end]
@@ -197,10 +199,12 @@ def classify_blocks(
 NARROW_AFTER = 8 << 20
 
 
-def _still_narrow(pack: RulePack, classifier: Classifier, narrowed_to: tuple[int, bool]) -> bool:
+def _still_narrow(
+    pack: RulePack, classifier: Classifier, narrowed_to: tuple[int, bool, bool], exits: bool
+) -> bool:
     """Whether every pattern that can change the verdict now is among those that could
     at ``narrowed_to`` (hits found for that standing are then all the hits needed)."""
-    now = _standing(classifier)
+    now = _standing(classifier, exits)
     if now == narrowed_to:
         return True
     return now is not None and relevant_ids(pack, *now) <= relevant_ids(pack, *narrowed_to)
@@ -226,9 +230,9 @@ def _feed_line(block: bytes, at: int, classifier: Classifier, number: int) -> in
     return end
 
 
-def _standing(classifier: Classifier) -> Standing:
+def _standing(classifier: Classifier, exits: bool = False) -> Standing:
     rank = classifier.findings.settled
-    return None if rank is None else (rank, classifier.phase is State.READY)
+    return None if rank is None else (rank, classifier.phase is State.READY, exits)
 
 
 def _hits(

@@ -39,6 +39,7 @@ class Plan(NamedTuple):
 
     restart: Restart | None  # None: from the start
     quiet_from: int  # no line from here to the end can change any verdict
+    left: bool = False  # vLLM's program ended before the last ready marker (see _left_before)
 
 
 def restart_point(
@@ -98,8 +99,10 @@ def plan(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 << 20) -> 
         else:
             found = -1 if found < 0 else tail
         if found is not None:
-            restart = None if found < 0 else _restart_before(stream, start, pos + found, pack)
-            return Plan(restart, quiet_from)
+            if found < 0:
+                return Plan(None, quiet_from)
+            restart, left = _restart_before(stream, start, pos + found, pack)
+            return Plan(restart, quiet_from, left)
         carry = bytes(data[:head])
     return Plan(None, quiet_from)
 
@@ -169,12 +172,15 @@ _LOOK_BACK = 1 << 16
 _LEFT_LOOK_BACK = 1 << 20
 
 
-def _restart_before(stream: BinaryIO, start: int, ready: int, pack: RulePack) -> Restart | None:
+def _restart_before(
+    stream: BinaryIO, start: int, ready: int, pack: RulePack
+) -> tuple[Restart | None, bool]:
     """The restart at the ready line at offset ``ready``: the first line of the run of
     hard-wrapped lines right before it (the classifier joins such a line with the
     next), and the number of lines before that. None when that run is longer than
     the look-back window, or when vLLM's program ended in the window before it (the
-    marker is then another program's: ``Classifier.vllm_left``)."""
+    marker is then another program's: ``Classifier.vllm_left``; then True, and the file
+    is read with the lines that show it: blockdb.relevant_ids' ``exits``)."""
     window_start = max(start, ready - _LOOK_BACK)
     stream.seek(window_start)
     window = stream.read(ready - window_start)
@@ -182,7 +188,7 @@ def _restart_before(stream: BinaryIO, start: int, ready: int, pack: RulePack) ->
     while offset > 0:
         line_start = window.rfind(b"\n", 0, offset - 1) + 1
         if line_start == 0 and window_start > start:
-            return None  # the run may go on before the window
+            return None, False  # the run may go on before the window
         if not wrapped_at_width(window[line_start : offset - 1].decode("utf-8", "replace")):
             break
         offset = line_start
@@ -194,8 +200,8 @@ def _restart_before(stream: BinaryIO, start: int, ready: int, pack: RulePack) ->
     else:
         before = window[:offset]
     if _left_before(before, look_from > start, pack):
-        return None
-    return Restart(restart, count_lines(stream, start, restart))
+        return None, True
+    return Restart(restart, count_lines(stream, start, restart)), False
 
 
 def _left_before(window: bytes, cut: bool, pack: RulePack) -> bool:

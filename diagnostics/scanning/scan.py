@@ -216,7 +216,8 @@ def _classify_file(
 
     stream.seek(offset)
     data = blocks(stream.read(block_size), stream, block_size)
-    fastpath.classify_blocks(data, classifier, lines, recount, max(plan.quiet_from - offset, 0))
+    stop = max(plan.quiet_from - offset, 0)
+    fastpath.classify_blocks(data, classifier, lines, recount, stop, exits=plan.left)
     names = fastpath.needed_context(classifier)
     if names:  # the version...: its last value, wherever it is (lines were skipped)
         end = stream.seek(0, 2)

@@ -69,3 +69,36 @@ def test_a_clients_traceback_is_not_vllm_ending():
         "ConnectionRefusedError: [Errno 111] Connection refused",
     ]
     assert both_paths([*START, *client, *PROXY_UP]).state is State.READY
+
+
+# A cause of the best tiers (memory, a device fault) printed by the engine's process
+# before the API server's traceback leaves the program: the file path, which reads
+# only the lines that can change a verdict, still reads that traceback's frames
+# (held-out PX: a sidecar's uvicorn up after vLLM failed, read as ready).
+ENGINE_CAUSES = {
+    "memory": "(EngineCore_0 pid=233) ERROR 09-03 02:14:29 [core.py:700] ValueError: Free "
+    "memory on device (30.12/79.19 GiB) on startup is less than desired GPU memory "
+    "utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory "
+    "used by other processes.",
+    "device": "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "cause": "ValueError: Model architectures ['Qwen3ForCausalLM'] are not supported for "
+    "now. Supported architectures: dict_keys(['LlamaForCausalLM'])",
+}
+API_EXIT = [
+    "(APIServer pid=1) Traceback (most recent call last):",
+    '(APIServer pid=1)   File "/usr/local/bin/vllm", line 10, in <module>',
+    "(APIServer pid=1)     sys.exit(main())",
+    "(APIServer pid=1)   ...",
+    '(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/'
+    'utils.py", line 728, in wait_for_engine_startup',
+    '(APIServer pid=1)     raise RuntimeError("Engine core initialization failed. "',
+    "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause "
+    "above. Failed core proc(s): {}",
+]
+
+
+def test_a_best_tier_cause_then_vllm_ending_then_another_programs_ready_marker():
+    for name, cause in ENGINE_CAUSES.items():
+        lines = [*START, cause, *API_EXIT, "", "$ kubectl logs pod -c sidecar", *PROXY_UP]
+        assert both_paths(lines).failed, name
+        assert both_paths([*START, cause, *API_EXIT, *START, *PROXY_UP]).state is State.READY
