@@ -151,6 +151,9 @@ class Findings:
             self._retract(line, last, rank)
         self._claims.append((line, last, rank))
         chain, origin = progress.chain, progress.origin
+        if not header and rule.kind == "structure" and logged_repr(text, clean):
+            # its repr stands for the exception line of the traceback it announces
+            header, chain = True, chain + 1
         hit = Hit(
             rule, line, stored(clean), stored(text), [], chain, origin, at, header, progress.phase
         )
@@ -250,6 +253,16 @@ _RECORD = re.compile(
 
 # vLLM's logger header at a level below ERROR (under any process prefix).
 _BELOW_ERROR = re.compile(r"(?:^|[\s|:)\]])(?:WARNING|INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def logged_repr(text: str, clean: str) -> bool:
+    """Whether ``clean`` logs an exception as its repr (``X('msg')``, which normalising
+    reshaped into ``text``, ``X: msg``). vLLM 0.6's engine logs an exception so and then
+    its traceback: read first, the repr has no frames, so provenance could not judge a
+    generic exception; like an IPython header it stands for that traceback's exception
+    line, which takes its place (Findings.consider)."""
+    exc, sep, _ = text.partition(": ")
+    return bool(sep) and clean.endswith(("')", '")')) and f"{exc.lstrip()}(" in clean
 
 
 def warned(raw: str) -> bool:
