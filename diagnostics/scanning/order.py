@@ -2,16 +2,17 @@
 other collectors' exports (CloudWatch Logs Insights, gcloud logging read, Kibana's and
 Azure Log Analytics' CSV: their timestamps go back in time; a JSON export's records,
 Loki's and Datadog's, by their time fields). Judged on the first lines; such a log is
-read back to front (:mod:`diagnostics.scanning.scan`)."""
+read back to front (:func:`reversed_lines`, for :mod:`diagnostics.scanning.scan`)."""
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cache
 
 from diagnostics.classify.normalize import ISO_TIME
+from diagnostics.scanning.streams import MAX_LINE, Reader
 
 _RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
 _REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
@@ -114,3 +115,40 @@ def looks_reversed(block: bytes) -> bool:
     return any(h in head[0] for h in _REVERSED_HINTS) or (
         first_exc is not None and (first_tb == -1 or first_exc.start() < first_tb)
     )
+
+
+def reversed_lines(first: bytes, stream: Reader, block_size: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) from the last line to the first, in bounded memory.
+
+    The input is copied to a temporary file first (a pipe cannot be read backwards);
+    a line longer than MAX_LINE keeps only its last MAX_LINE bytes.
+    """
+    import tempfile  # only here: importing it costs more than classifying a small log
+
+    with tempfile.TemporaryFile() as spool:
+        count = 0
+        last = b"\n"
+        chunk = first
+        while chunk:
+            spool.write(chunk)
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+            chunk = stream.read(block_size)
+        lineno = count + (last != b"\n")
+        pos = spool.tell()
+        tail = b""
+        skip_final_empty = last == b"\n"
+        while pos > 0:
+            step = min(block_size, pos)
+            pos -= step
+            spool.seek(pos)
+            parts = (spool.read(step) + tail).split(b"\n")
+            tail = parts[0][-MAX_LINE:]
+            for line in reversed(parts[1:]):
+                if skip_final_empty:
+                    skip_final_empty = False
+                    continue
+                yield lineno, line
+                lineno -= 1
+        if lineno > 0 and not skip_final_empty:
+            yield lineno, tail

@@ -32,9 +32,9 @@ from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.attemptseek import attempt_before, attempt_starts, last_attempt
-from diagnostics.scanning.order import console_head, going_back, looks_reversed
+from diagnostics.scanning.order import console_head, going_back, looks_reversed, reversed_lines
 from diagnostics.scanning.sections import classify_sections, sectioned
-from diagnostics.scanning.streams import blocks, decoded, record_times, reversed_lines
+from diagnostics.scanning.streams import blocks, decoded, record_times
 
 BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
 # A log this big is first judged by its last attempt alone (a crash loop captured):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from typing import BinaryIO, Protocol
 
 from diagnostics.redaction.redact import safe_cut_bytes
@@ -62,14 +63,26 @@ class _Recoded:
         return out
 
 
-class _CarriageReturns:
-    """A log whose lines end in a lone CR (classic Mac) read with LF line ends."""
+class _Transformed:
+    """A log read through a change of its bytes that keeps its lines (see decoded)."""
 
-    def __init__(self, stream: Reader):
-        self._stream = stream
+    def __init__(self, stream: Reader, change: Callable[[bytes], bytes]):
+        self._stream, self._change = stream, change
 
     def read(self, size: int = -1, /) -> bytes:
-        return self._stream.read(size).replace(b"\r", b"\n")
+        return self._change(self._stream.read(size))
+
+
+# A screenshot's text (OCR): gaps between words doubled (in a log, most are one space),
+# a space before a colon or comma; read single-spaced, as vLLM printed it.
+_GAPS = (re.compile(rb"\S  \S"), re.compile(rb"\S \S"))
+_OCR = ((re.compile(rb"(?<=\S)  (?=\S)"), b" "), (re.compile(rb"(?<=[\w\"')]) (?=[:,] )"), b""))
+
+
+def _single_spaced(data: bytes) -> bytes:
+    for pattern, by in _OCR:
+        data = pattern.sub(by, data)
+    return data
 
 
 class _JsonLines:
@@ -164,8 +177,9 @@ def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Rea
     """The first block and the rest of a log as UTF-8 with LF line ends.
 
     A UTF-16 or UTF-32 log (with its BOM) is decoded; a UTF-8 BOM is dropped; a log
-    with CRs but no LF in its first 64 KiB uses CR as its line end; a container
-    runtime's JSON log is read as the lines it holds.
+    with CRs but no LF in its first 64 KiB uses CR as its line end; a screenshot's text
+    with doubled gaps is read single-spaced; a container runtime's JSON log is read as
+    the lines it holds.
     """
     reader: Reader = stream
     for bom, encoding in _BOMS:
@@ -182,8 +196,11 @@ def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Rea
             break
         first += more
     if b"\n" not in first and b"\r" in first:
-        reader = _CarriageReturns(reader)
+        reader = _Transformed(reader, lambda data: data.replace(b"\r", b"\n"))
         first = first.replace(b"\r", b"\n")
+    doubled, single = (len(gap.findall(first[:_MAC_PROBE])) for gap in _GAPS)
+    if doubled >= 16 and doubled > 4 * single:  # a screenshot's text
+        reader, first = _Transformed(reader, _single_spaced), _single_spaced(first)
     while first.lstrip().startswith(b"{") and b"\n" not in first and len(first) < _MAC_PROBE:
         more = reader.read(_MAC_PROBE)  # the whole first line, to tell the format
         if not more:
@@ -236,43 +253,6 @@ def _chunks(first: bytes, stream: Reader, size: int) -> Iterator[bytes]:
         yield first[start : start + size]
     while chunk := stream.read(size):
         yield chunk
-
-
-def reversed_lines(first: bytes, stream: Reader, block_size: int) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) from the last line to the first, in bounded memory.
-
-    The input is copied to a temporary file first (a pipe cannot be read backwards);
-    a line longer than MAX_LINE keeps only its last MAX_LINE bytes.
-    """
-    import tempfile  # only here: importing it costs more than classifying a small log
-
-    with tempfile.TemporaryFile() as spool:
-        count = 0
-        last = b"\n"
-        chunk = first
-        while chunk:
-            spool.write(chunk)
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-            chunk = stream.read(block_size)
-        lineno = count + (last != b"\n")
-        pos = spool.tell()
-        tail = b""
-        skip_final_empty = last == b"\n"
-        while pos > 0:
-            step = min(block_size, pos)
-            pos -= step
-            spool.seek(pos)
-            parts = (spool.read(step) + tail).split(b"\n")
-            tail = parts[0][-MAX_LINE:]
-            for line in reversed(parts[1:]):
-                if skip_final_empty:
-                    skip_final_empty = False
-                    continue
-                yield lineno, line
-                lineno -= 1
-        if lineno > 0 and not skip_final_empty:
-            yield lineno, tail
 
 
 class LineSplitter:

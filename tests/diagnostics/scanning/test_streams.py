@@ -138,3 +138,34 @@ def test_an_export_listing_the_newest_record_first_is_read_by_its_records_times(
     assert str(classify_stream(io.BytesIO(unordered), pack).state) != "ready"
     mixed = _stamped(newest_first, lambda n: _iso(50 - n) if n % 2 else _millis(50 - n))
     assert str(classify_stream(io.BytesIO(mixed), pack).state) != "ready"
+
+
+def _screenshot(line: str) -> str:
+    """A line as a screenshot's text (OCR) gives it: gaps doubled, a space before a colon
+    or comma."""
+    return line.replace(": ", " : ").replace(", ", " , ").replace(" ", "  ")
+
+
+def test_a_screenshots_text_with_doubled_gaps_is_read_single_spaced():
+    """Held-out QE: a failed start pasted from a screenshot's text matched no pattern and
+    read as a start under way."""
+    pack = load_pack()
+    lines = [
+        *LINES,
+        'File "/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py", '
+        "line 528, in check_enough_kv_cache_memory",
+        "CRITICAL 05-01 12:00:09 [core_client.py:361] Got fatal signal from worker "
+        "processes, shutting down. See stack trace above for root cause issue.",
+    ]
+    plain = classify_stream(io.BytesIO("\n".join(lines).encode()), pack)
+    ocr = "\n".join(_screenshot(line) for line in lines).encode()
+    assert _read_all(ocr, 4096).count(b"  ") < ocr.count(b"  ") / 10
+    read = classify_stream(io.BytesIO(ocr), pack)
+    assert (read.rule, read.state) == (plain.rule, plain.state)
+    assert read.evidence is not None and read.evidence.line == 2
+
+
+def test_a_log_with_some_doubled_gaps_is_left_alone():
+    compose = [f"vllm-1  | {line}" for line in LINES] * 20
+    data = "\n".join(compose).encode()
+    assert _read_all(data, 1 << 16) == data
