@@ -109,7 +109,8 @@ def test_stopped_vllm_hits_the_stall_limit(tmp_path, reliability):
 def test_disk_full_is_named_and_an_unwritable_ledger_is_not_fatal(tmp_path, reliability):
     """The HF cache filled up (a real vLLM 0.32 log of ENOSPC during the download, replayed:
     the disk itself cannot be filled safely in a test), and the crash-loop ledger cannot be
-    written (its folder is a file): the job gets the disk-full cause, the worker exits 1."""
+    written (its folder is a file): the job gets the disk's cause (huggingface_hub's warning
+    that the disk is short, before the write that failed), the worker exits 1."""
     volume = tmp_path / "volume"
     volume.mkdir()
     (volume / ".vllm-worker").write_text("a file where the ledger folder should be")
@@ -125,8 +126,8 @@ def test_disk_full_is_named_and_an_unwritable_ledger_is_not_fatal(tmp_path, reli
         proc = start_worker(env, tmp_path)
         assert proc.wait(120) == 1
         error = json.loads(queue.results[job]["error"])
-    assert error["type"] == "prestart_failed" and error["rule"] == "disk-full"
-    assert "container disk" in error["message"]
+    assert error["type"] == "prestart_failed" and error["rule"] == "hub-disk-space-short"
+    assert "container disk" in error["message"] and "free" in error["message"]
     assert any(e.get("event") == "breaker.ledger_unwritable" for e in events(tmp_path))
     reliability(
         "disk full in the HF cache; crash-loop ledger unwritable",
