@@ -12,9 +12,9 @@ above exception"), so among specific causes the chain's origin is its earliest f
 and across chains the earliest one wins; an exception line takes the place of the
 ``raise`` code line that raised it (:class:`Raising`). The order is total and a later
 line never beats an earlier one of the same rank, so the choice is made as lines come
-(constant memory) and the fast path can skip what cannot beat it. Once a requested shutdown began (a
-stopping marker), a specific cause found before it is the verdict: what the shutdown
-prints does not compete with it."""
+(constant memory) and the fast path can skip what cannot beat it. Once a requested
+shutdown began (a stopping marker), a specific cause found before it is the verdict:
+what the shutdown prints does not compete with it."""
 
 from __future__ import annotations
 

@@ -198,9 +198,10 @@ def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Rea
     if b"\n" not in first and b"\r" in first:
         reader = _Transformed(reader, lambda data: data.replace(b"\r", b"\n"))
         first = first.replace(b"\r", b"\n")
-    doubled, single = (len(gap.findall(first[:_MAC_PROBE])) for gap in _GAPS)
-    if doubled >= 16 and doubled > 4 * single:  # a screenshot's text
-        reader, first = _Transformed(reader, _single_spaced), _single_spaced(first)
+    doubled, single = _GAPS
+    head = first[:_MAC_PROBE]
+    if (gaps := len(doubled.findall(head))) >= 16 and gaps > 4 * len(single.findall(head)):
+        reader, first = _Transformed(reader, _single_spaced), _single_spaced(first)  # OCR
     while first.lstrip().startswith(b"{") and b"\n" not in first and len(first) < _MAC_PROBE:
         more = reader.read(_MAC_PROBE)  # the whole first line, to tell the format
         if not more:
