@@ -94,6 +94,8 @@ class Services:
         """Whether ``line`` is another service's (and is to be left out)."""
         if line.startswith("==> ") and (header := SECTION.match(line)):
             self.section, self.current = header.group("name"), None
+            if _stem(self.section) in {_stem(name) for name in self.vllm}:
+                self.vllm.add(self.section)  # the same program's other stream (job.err)
             return False
         found = _service(line)
         name = None if found is None else _name(found)
@@ -122,6 +124,12 @@ class Services:
             and mine != theirs
             and {mine, theirs} <= self.vllm
         )
+
+
+def _stem(name: str) -> str:
+    """A file's name without its last suffix: a job's stdout and stderr files (Slurm's
+    ``slurm-123.out`` and ``slurm-123.err``, ``vllm.out`` and ``vllm.err``) share it."""
+    return name.rsplit(".", 1)[0]
 
 
 def service_of(line: str) -> str | None:

@@ -79,3 +79,27 @@ def test_a_line_longer_than_max_line_past_the_whole_read_is_cut_as_the_worker_cu
     got = classify_stream(io.BytesIO(data), shipped_pack(), block_size=1 << 16)
     assert (got.rule, got.state, got.evidence) == (expected.rule, expected.state, expected.evidence)
     assert got.failed
+
+
+def test_a_jobs_stderr_file_is_vllms_as_its_stdout_file_is():
+    """A Slurm job's ``.out`` and ``.err`` (one program's two streams, one stem): what
+    the job's ``.err`` shows (slurmstepd's report of the cgroup's OOM kill) is vLLM's
+    too (held-out QG: read as a worker killed for no cause printed); a file of another
+    stem stays another program's."""
+    out = [
+        "INFO 09-19 16:20:11 api_server.py:496] vLLM API server version 0.6.1.post2",
+        "INFO 09-19 16:20:40 model_runner.py:997] Starting to load model mixtral...",
+        "ERROR 09-19 16:22:09 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid "
+        "1771423 died, exit code: -9",
+    ]
+    err = [
+        "Loading pt checkpoint shards:   3% Completed | 2/59 [01:19<37:29, 39.46s/it]",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=5519302.batch. Some of your "
+        "processes may have been killed by the cgroup out-of-memory handler.",
+    ]
+    job = ["==> slurm-5519302.out <==", *out, "", "==> slurm-5519302.err <==", *err]
+    verdict = classify_stream(io.BytesIO("\n".join(job).encode()), shipped_pack())
+    assert (verdict.rule, verdict.state) == ("host-memory-exhausted", State.FAILED_PERMANENT)
+    other = ["==> slurm-5519302.out <==", *out, "", "==> monitor.log <==", *err]
+    verdict = classify_stream(io.BytesIO("\n".join(other).encode()), shipped_pack())
+    assert verdict.rule == "process-sigkilled"
