@@ -33,7 +33,7 @@ from diagnostics.classify.normalize import (
 )
 from diagnostics.classify.progress import Progress
 from diagnostics.classify.services import Services, access_line
-from diagnostics.classify.serving import UNDER_WAY, names_no_cause, tail_of, with_serving
+from diagnostics.classify.serving import tail_of, with_serving
 from diagnostics.classify.unmatched import unmatched
 from diagnostics.classify.verdict import render_hit, render_rule
 from diagnostics.classify.wrapping import Wrapped, carry, continues, refined
@@ -274,11 +274,7 @@ def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagno
     lines = list(lines)
     classifier = Classifier(pack).feed_all(lines)
     pack = classifier.pack
-    verdict = classifier.diagnosis()
-    if verdict.state in UNDER_WAY or names_no_cause(verdict, pack):
-        # a server at work whose ready marker was cut off, or a request's error in one
-        verdict = with_serving(verdict, tail_of(lines), pack)
-        if not verdict.failed:
-            return verdict
+    # a server at work whose ready marker was cut off, or a request's error in one
+    verdict = with_serving(classifier.diagnosis(), lambda: tail_of(lines), pack)
     again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
     return last_attempt_of_lines(verdict, lines, pack, again)

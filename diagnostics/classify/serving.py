@@ -30,11 +30,11 @@ line stays a failure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from diagnostics.classify.normalize import clean_raw, normalize
 from diagnostics.classify.services import Services
-from diagnostics.model import Diagnosis, State
+from diagnostics.model import Diagnosis, Evidence, State
 from diagnostics.pack.rules import RulePack
 
 UNDER_WAY = frozenset({State.STARTING, State.DOWNLOADING, State.LOADING})
@@ -44,8 +44,34 @@ TAIL_BYTES = 64 * 1024  # how much of a log's end is read
 def serving(lines: Sequence[str], pack: RulePack) -> bool:
     """Whether the last of ``lines`` (a log's last lines, raw) that shows either a
     serving server or a start under way shows a serving server."""
+    for _line, mark in _marked(lines, pack):
+        if mark is not None:
+            return mark is _SERVING
+    return False
+
+
+def served_after(evidence: Evidence, tail: Sequence[str], pack: RulePack) -> bool:
+    """Whether the ``evidence`` line is among ``tail`` (a log's last lines, raw) and
+    vLLM's serving lines come after it, with no start under way between them: a
+    request's error in a server at work."""
+    served = False
+    for line, mark in _marked(tail, pack):
+        if clean_raw(line) == evidence.text:
+            return served
+        if mark is _UNDER_WAY:
+            return False
+        served = served or mark is _SERVING
+    return False  # the error is above the lines read: not known to be followed
+
+
+_SERVING, _UNDER_WAY = "serving", "under way"
+
+
+def _marked(lines: Sequence[str], pack: RulePack) -> Iterator[tuple[str, str | None]]:
+    """vLLM's lines of ``lines`` (not another compose service's, not blank), last first,
+    each with what it shows: a start under way, a server at work, or neither (None)."""
     if not pack.serving:
-        return False
+        return
     services = Services()
     for line in lines:  # learn which compose services are vLLM's
         services.foreign(line)
@@ -54,33 +80,11 @@ def serving(lines: Sequence[str], pack: RulePack) -> bool:
             continue
         text = normalize(line)
         if any(rx.search(text) for rx in pack.under_way):
-            return False
-        if any(rx.search(text) for rx in pack.serving):
-            return True
-    return False
-
-
-def served_after(verdict: Diagnosis, tail: Sequence[str], pack: RulePack) -> bool:
-    """Whether ``verdict`` is a failure of no named cause whose evidence line is among
-    ``tail`` (a log's last lines, raw) and vLLM's serving lines come after it, with no
-    start under way between them: a request's error in a server at work."""
-    evidence = verdict.evidence
-    if not (evidence and pack.serving and names_no_cause(verdict, pack)):
-        return False
-    services = Services()
-    for line in tail:
-        services.foreign(line)
-    served = False
-    for line in reversed(tail):
-        if not line.strip() or services.foreign(line):
-            continue
-        if clean_raw(line) == evidence.text:
-            return served
-        text = normalize(line)
-        if any(rx.search(text) for rx in pack.under_way):
-            return False
-        served = served or any(rx.search(text) for rx in pack.serving)
-    return False  # the error is above the lines read: not known to be followed
+            yield line, _UNDER_WAY
+        elif any(rx.search(text) for rx in pack.serving):
+            yield line, _SERVING
+        else:
+            yield line, None
 
 
 def names_no_cause(verdict: Diagnosis, pack: RulePack) -> bool:
@@ -105,12 +109,15 @@ def tail_of(lines: Sequence[str]) -> Sequence[str]:
     return lines[at:]
 
 
-def with_serving(verdict: Diagnosis, tail: Sequence[str], pack: RulePack) -> Diagnosis:
-    """``verdict``, or ready when it is a start under way and ``tail`` (the log's last
-    lines) shows the server at work, or a failure of no named cause that the server
-    served on after."""
-    if verdict.state in UNDER_WAY and serving(tail, pack):
-        return Diagnosis(State.READY)
-    if served_after(verdict, tail, pack):
+def with_serving(
+    verdict: Diagnosis, tail: Callable[[], Sequence[str]], pack: RulePack
+) -> Diagnosis:
+    """``verdict``, or ready when it is a start under way and the log's last lines
+    (``tail()``, read only for such a verdict) show the server at work, or a failure of
+    no named cause that the server served on after."""
+    if verdict.state in UNDER_WAY:
+        return Diagnosis(State.READY) if serving(tail(), pack) else verdict
+    evidence = verdict.evidence
+    if evidence and names_no_cause(verdict, pack) and served_after(evidence, tail(), pack):
         return Diagnosis(State.READY)
     return verdict

@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 from diagnostics.classify.attempts import decisive, last_attempt_verdict
 from diagnostics.classify.classifier import Classifier
-from diagnostics.classify.serving import TAIL_BYTES, UNDER_WAY, names_no_cause, with_serving
+from diagnostics.classify.serving import TAIL_BYTES, with_serving
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
@@ -110,12 +110,8 @@ def _classify_attempts(
         if again is not None:
             return again
     offset, lines = _classify_file(stream, start, classifier, block_size)
-    verdict = classifier.diagnosis()
-    if verdict.state in UNDER_WAY or names_no_cause(verdict, pack):
-        # a server at work whose ready marker was cut off, or a request's error in one
-        verdict = with_serving(verdict, _tail(stream, start), pack)
-        if not verdict.failed:
-            return verdict
+    # a server at work whose ready marker was cut off, or a request's error in one
+    verdict = with_serving(classifier.diagnosis(), lambda: _tail(stream, start), pack)
     if not verdict.failed or verdict.evidence is None:
         return verdict
     if not attempt_before(stream, start, pack, verdict.evidence.line, block_size):

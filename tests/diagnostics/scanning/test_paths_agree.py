@@ -16,7 +16,7 @@ import pytest
 
 from diagnostics.classify.attempts import last_attempt_of_lines
 from diagnostics.classify.classifier import Classifier
-from diagnostics.classify.serving import UNDER_WAY, tail_of, with_serving
+from diagnostics.classify.serving import tail_of, with_serving
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.order import looks_reversed
 from diagnostics.scanning.scan import classify_stream
@@ -68,9 +68,8 @@ def line_path(data: bytes, chunk: int = PIPE_READ):
     for line in splitter.close():
         lines.append(line.decode("utf-8", "replace"))
         classifier.feed(lines[-1])
-    verdict = classifier.diagnosis()
-    if verdict.state in UNDER_WAY:  # a tail of a server at work (the worker asks the server)
-        return with_serving(verdict, tail_of(lines), PACK)
+    # a tail of a server at work (the worker asks the server), or a request's error in one
+    verdict = with_serving(classifier.diagnosis(), lambda: tail_of(lines), PACK)
     again = lambda some: Classifier(PACK).feed_all(some).diagnosis()  # noqa: E731
     return last_attempt_of_lines(verdict, lines, PACK, again)
 
