@@ -180,7 +180,7 @@ def classify_blocks(
             pos = line_start
             end = _feed_line(block, line_start, classifier, lineno + 1)
             follow = classifier.wants_next_line
-            if narrowed_to is not None and not _still_narrow(pack, classifier, narrowed_to, exits):
+            if narrowed_to is not None and not _still_narrow(pack, classifier, narrowed_to):
                 # what can change the verdict now is not all among what the hits were
                 # narrowed to: the rest of the block's hits, of every pattern
                 hits = [hit for hit in _hits(block, scan) if hit[0] > end]
@@ -200,11 +200,11 @@ NARROW_AFTER = 8 << 20
 
 
 def _still_narrow(
-    pack: RulePack, classifier: Classifier, narrowed_to: tuple[int, bool, bool], exits: bool
+    pack: RulePack, classifier: Classifier, narrowed_to: tuple[int, bool, bool]
 ) -> bool:
     """Whether every pattern that can change the verdict now is among those that could
     at ``narrowed_to`` (hits found for that standing are then all the hits needed)."""
-    now = _standing(classifier, exits)
+    now = _standing(classifier, exits=narrowed_to[2])
     if now == narrowed_to:
         return True
     return now is not None and relevant_ids(pack, *now) <= relevant_ids(pack, *narrowed_to)
@@ -230,7 +230,7 @@ def _feed_line(block: bytes, at: int, classifier: Classifier, number: int) -> in
     return end
 
 
-def _standing(classifier: Classifier, exits: bool = False) -> Standing:
+def _standing(classifier: Classifier, exits: bool) -> Standing:
     rank = classifier.findings.settled
     return None if rank is None else (rank, classifier.phase is State.READY, exits)
 
