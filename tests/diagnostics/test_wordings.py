@@ -257,21 +257,27 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
-    (
-        ["OSError: [Errno 13] Permission denied: '/.config/vllm'"],
-        "other",
-        True,
+    # every dot-folder of / is a home of /'s (~/.triton, ~/.config: held-out KP, QQ)
+    *(
+        ([f"{exc}: [Errno 13] Permission denied: '{path}'"], "other", False)
+        for exc, path in (
+            ("OSError", "/.config/vllm"),
+            ("PermissionError", "/.triton"),
+            ("PermissionError", "/.triton/cache/3f2a"),
+            ("PermissionError", "/.cargo/registry"),
+            ("PermissionError", "/.cached"),
+            ("PermissionError", "/.cach"),
+        )
     ),
-    # only /.cache itself and what is under it are the user's: a folder that shares a
-    # prefix with it (or with /dev, a device's) is a folder not writable, permanent
+    # a folder elsewhere (one that shares a prefix with /dev, a device's, too) is a
+    # folder not writable, permanent
     *(
         ([f"PermissionError: [Errno 13] Permission denied: '{path}'"], "other", True)
         for path in (
-            "/.cargo/registry",
-            "/.cached",
-            "/.cach",
             "/deploy/models",
             "/devel/x",
+            "/de",
+            "/models/.cache",
             "models/x",
         )
     ),
