@@ -547,11 +547,21 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
-    # docker inspect's State as compact JSON: the container killed for its memory limit.
+    # docker inspect's State as compact JSON: the container killed for its memory limit;
+    # the flag by a format string that names it (held-out QO), set or not.
     (
         ['{"Status":"exited","Running":false,"OOMKilled":true,"Dead":false,"ExitCode":137}'],
         "oom",
         True,
+    ),
+    *(
+        (["Exited (137) 2 minutes ago", answer], category, permanent)
+        for answer, category, permanent in (
+            ("OOMKilled=true ExitCode=137 FinishedAt=2025-05-06T11:36:01.884120532Z", "oom", True),
+            ("OOMKilled: true, ExitCode: 137", "oom", True),
+            ("OOMKilled=false ExitCode=137", "other", False),
+            ("OOMKilled=trueish", "other", False),
+        )
     ),
     # A program the start runs, not in the image (subprocess names it bare); nvidia-smi,
     # which the GPU's container runtime mounts, is the host's.
