@@ -37,7 +37,7 @@ CATALOGUE = ROOT / "fixtures" / "catalogue" / "catalogue-full.jsonl"
 # form), which holds raise sites the releases' wheels did not (yet) show.
 CURRENT = ROOT / "fixtures" / "catalogue" / "catalogue.jsonl"
 OUT = ROOT / "rules" / "catalogue.json"
-FORMAT = 1
+FORMAT = 2
 MIN_CHARS, MIN_WORDS = 20, 4
 # A field of a template: ``{}``, or one the miner kept by name (``{actual_size}``).
 FIELD = re.compile(r"\{[^{}'\"]*\}")
@@ -88,7 +88,8 @@ def render() -> str:
         'fixtures/catalogue/catalogue-full.jsonl: do not edit",\n'
         f'"format": {FORMAT},\n'
         '"fields": ["template", "category", "permanent", "exception", "file", "function", '
-        '"anchor_piece", "anchor_offset", "anchor_word", "anchor_next_word"],\n'
+        '"anchor_piece", "anchor_offset", "anchor_word", "anchor_next_word", "ending_piece", '
+        '"ending_offset", "ending_word", "ending_next_word"],\n'
         f'"entries": [\n{body}\n]}}\n'
     )
 

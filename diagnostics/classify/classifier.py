@@ -33,8 +33,8 @@ from diagnostics.classify.normalize import (
 )
 from diagnostics.classify.progress import Progress
 from diagnostics.classify.services import Services, access_line
-from diagnostics.classify.serving import tail_of, with_serving
-from diagnostics.classify.unmatched import unmatched
+from diagnostics.classify.serving import tail_of
+from diagnostics.classify.unmatched import unmatched, with_tail
 from diagnostics.classify.verdict import render_hit, render_rule
 from diagnostics.classify.wrapping import Wrapped, carry, continues, refined
 from diagnostics.model import Diagnosis, State
@@ -275,6 +275,6 @@ def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagno
     classifier = Classifier(pack).feed_all(lines)
     pack = classifier.pack
     # a server at work whose ready marker was cut off, or a request's error in one
-    verdict = with_serving(classifier.diagnosis(), lambda: tail_of(lines), pack)
+    verdict = with_tail(classifier.diagnosis(), lambda: tail_of(lines), pack, classifier.redact)
     again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
     return last_attempt_of_lines(verdict, lines, pack, again)

@@ -44,7 +44,7 @@ TAIL_BYTES = 64 * 1024  # how much of a log's end is read
 def serving(lines: Sequence[str], pack: RulePack) -> bool:
     """Whether the last of ``lines`` (a log's last lines, raw) that shows either a
     serving server or a start under way shows a serving server."""
-    for _line, mark in _marked(lines, pack):
+    for _at, _line, mark in marked(lines, pack):
         if mark is not None:
             return mark is _SERVING
     return False
@@ -55,7 +55,7 @@ def served_after(evidence: Evidence, tail: Sequence[str], pack: RulePack) -> boo
     vLLM's serving lines come after it, with no start under way between them: a
     request's error in a server at work."""
     served = False
-    for line, mark in _marked(tail, pack):
+    for _at, line, mark in marked(tail, pack):
         if clean_raw(line) == evidence.text:
             return served
         if mark is _UNDER_WAY:
@@ -67,24 +67,26 @@ def served_after(evidence: Evidence, tail: Sequence[str], pack: RulePack) -> boo
 _SERVING, _UNDER_WAY = "serving", "under way"
 
 
-def _marked(lines: Sequence[str], pack: RulePack) -> Iterator[tuple[str, str | None]]:
+def marked(lines: Sequence[str], pack: RulePack) -> Iterator[tuple[int, str, str | None]]:
     """vLLM's lines of ``lines`` (not another compose service's, not blank), last first,
-    each with what it shows: a start under way, a server at work, or neither (None)."""
+    each with its index and what it shows: a start under way, a server at work, or
+    neither (None)."""
     if not pack.serving:
         return
     services = Services()
     for line in lines:  # learn which compose services are vLLM's
         services.foreign(line)
-    for line in reversed(lines):
+    for at in range(len(lines) - 1, -1, -1):
+        line = lines[at]
         if not line.strip() or services.foreign(line):
             continue
         text = normalize(line)
         if any(rx.search(text) for rx in pack.under_way):
-            yield line, _UNDER_WAY
+            yield at, line, _UNDER_WAY
         elif any(rx.search(text) for rx in pack.serving):
-            yield line, _SERVING
+            yield at, line, _SERVING
         else:
-            yield line, None
+            yield at, line, None
 
 
 def names_no_cause(verdict: Diagnosis, pack: RulePack) -> bool:

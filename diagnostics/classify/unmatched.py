@@ -1,18 +1,24 @@
 """The verdicts of a log no rule reads, from its shape: a failed start that ends inside a
 traceback (judged by where it was raised when the frames say), ends after an error
 logged at level ERROR, or whose vLLM exited; an offline engine that is up; and the
-evidence lines they quote."""
+evidence lines they quote. And what the log's last lines tell of a verdict
+(:func:`with_tail`): a server at work (:mod:`diagnostics.classify.serving`), or a
+catalogued message whose line lost its start (:func:`with_cut_message`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Reversible
+from collections.abc import Callable, Mapping, Reversible, Sequence
+from functools import cache
 
-from diagnostics.classify.normalize import clean_raw
+from diagnostics.classify.normalize import clean_raw, normalize
 from diagnostics.classify.progress import Progress
-from diagnostics.classify.verdict import judged_by_origin
+from diagnostics.classify.serving import marked, with_serving
+from diagnostics.classify.verdict import judged_by_origin, judged_found, raised_as
 from diagnostics.model import Category, Diagnosis, Evidence, State
+from diagnostics.pack.catalogue import Found, load_catalogue
 from diagnostics.pack.evidence import Provenance
-from diagnostics.redaction.redact import Redactor
+from diagnostics.pack.rules import RulePack
+from diagnostics.redaction.redact import Redactor, redact
 
 
 def unmatched(
@@ -117,3 +123,70 @@ def last_evidence(recent: Reversible[tuple[int, str]], redactor: Redactor) -> Ev
         if text.strip():
             return Evidence(line, redactor(clean_raw(text)))
     return None
+
+
+def with_tail(
+    verdict: Diagnosis,
+    tail: Callable[[], Sequence[str]],
+    pack: RulePack,
+    redactor: Redactor = redact,
+) -> Diagnosis:
+    """``verdict`` as the log's last lines (``tail()``, raw, read at most once and only
+    when the verdict asks) tell it: :func:`~diagnostics.classify.serving.with_serving`,
+    then :func:`with_cut_message`."""
+    lines = cache(tail)
+    return with_cut_message(with_serving(verdict, lines, pack), lines, pack, redactor)
+
+
+_NO_CAUSE = frozenset({"structure", "consequence", "shape"})
+
+
+def with_cut_message(
+    verdict: Diagnosis,
+    tail: Callable[[], Sequence[str]],
+    pack: RulePack,
+    redactor: Redactor = redact,
+) -> Diagnosis:
+    """``verdict``, or, when it calls the failure other without naming a cause (generic
+    structure, a consequence, the log's shape), the verdict of a catalogued message
+    whose line lost its start (a screenshot cropped, a quote begun mid-line: no rule
+    reads it, its opening words are gone) among the failed start's last lines: after
+    the last line of a start under way or a server at work, the earliest such message,
+    read to its end (:meth:`~diagnostics.pack.catalogue.Catalogue.lookup_ending`). Its
+    line number is counted from the verdict's evidence line, which must be among them."""
+    evidence = verdict.evidence
+    if evidence is None or verdict.category is not Category.OTHER:
+        return verdict
+    try:
+        if pack.by_id(verdict.rule or "").kind not in _NO_CAUSE:
+            return verdict
+    except KeyError:  # a shape (above) or a derived verdict: not the pack's
+        pass
+    lines = tail()
+    failed: list[tuple[int, str]] = []
+    for at, line, mark in marked(lines, pack):
+        if mark is not None:
+            break
+        failed.append((at, line))
+    where = next((at for at, line in failed if clean_raw(line) == evidence.text), None)
+    if where is None:
+        return verdict
+    catalogue = load_catalogue()
+    for at, line in reversed(failed):  # the earliest first
+        found = catalogue.lookup_ending(normalize(line))
+        if found is not None and _cut_cause(found):
+            return judged_found(
+                pack.provenance,
+                found,
+                raised_as("", found),
+                f" (the log shows its end): {normalize(line).strip()}",
+                Evidence(evidence.line + at - where, redactor(clean_raw(line))),
+                redactor,
+            )
+    return verdict
+
+
+def _cut_cause(found: Found) -> bool:
+    """A message read from inside it (not whole: the whole one is an exception line's or
+    a log line's, which the rules read) that names a category."""
+    return not found.whole and found.entry.category is not Category.OTHER

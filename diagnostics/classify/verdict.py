@@ -32,7 +32,7 @@ from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
 from diagnostics.classify.wrapping import captures, joined
 from diagnostics.model import Category, Diagnosis, Evidence, State
-from diagnostics.pack.catalogue import load_catalogue
+from diagnostics.pack.catalogue import Found, load_catalogue
 from diagnostics.pack.evidence import Provenance
 from diagnostics.pack.rules import Rule, template_fields
 from diagnostics.pack.templates import resolve_optional
@@ -108,22 +108,43 @@ def judged_by_catalogue(
     found = next((f for t in texts if (f := catalogue.lookup(t)) is not None), None)
     if found is None or found.entry.category is Category.OTHER:
         return None  # not catalogued, or known to say no more than "other"
-    entry = found.entry
-    category = entry.category
-    cls = _exception_class(hit, captured)
-    wrapper_word = cls in ("", "Exception", "Error", WORKER_REPORT)
-    if wrapper_word and not entry.exception.startswith("logger."):
-        cls = entry.exception.rsplit(".", 1)[-1]  # a wrapper's word: the type raised there
-    deterministic = cls in provenance.deterministic and provenance.raised_by_own_code(entry.file)
-    permanent = category not in _HOST and (entry.permanent or deterministic)
+    cls = raised_as(_exception_class(hit, captured), found)
     detail = (captured.get("detail") or hit.text).strip()
     if detail.startswith(f"{cls}: "):  # the whole exception line: its class is named above
         detail = detail[len(cls) + 2 :]
     how = "" if found.whole else " (the log shows its beginning)"
-    cause = (
-        f"{cls} raised in {entry.file} ({entry.function or 'module'}), a {category} check"
-        f"{how}: {detail}"
-    )
+    return judged_found(provenance, found, cls, f"{how}: {detail}", evidence, redactor)
+
+
+def raised_as(cls: str, found: Found) -> str:
+    """The class the message ``found`` was raised as: its exception line's ``cls``, unless
+    that is a wrapper's word or none (then the type its site raises, when the catalogue
+    knows it: "message" is a message built before the raise, of a type not known)."""
+    entry = found.entry
+    if cls in ("", "Exception", "Error", WORKER_REPORT) and not entry.exception.startswith(
+        "logger."
+    ):
+        known = entry.exception.rsplit(".", 1)[-1]
+        return cls if known == "message" else known
+    return cls
+
+
+def judged_found(
+    provenance: Provenance,
+    found: Found,
+    cls: str,
+    said: str,
+    evidence: Evidence,
+    redactor: Redactor = redact,
+) -> Diagnosis:
+    """The verdict of the catalogued message ``found``, raised as ``cls``
+    (:func:`raised_as`), ``said`` after where it was raised."""
+    entry = found.entry
+    category = entry.category
+    deterministic = cls in provenance.deterministic and provenance.raised_by_own_code(entry.file)
+    permanent = category not in _HOST and (entry.permanent or deterministic)
+    where = f"{entry.file} ({entry.function or 'module'})"
+    cause = f"{cls or 'The error'} raised in {where}, a {category} check{said}"
     if permanent and deterministic:
         cause += _SAME_WAY.format(where="", checks="")
     return _judged("catalogued", category, permanent, evidence, cause, redactor)

@@ -34,15 +34,24 @@ import json
 import marshal
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache, lru_cache
 
 from diagnostics.model import Category
-from diagnostics.pack.reading import MAX_FIELD, MIN_CUT, MIN_REWORDED, Entry, Found, read_at
+from diagnostics.pack.reading import (
+    MAX_FIELD,
+    MIN_CUT,
+    MIN_ENDING,
+    MIN_REWORDED,
+    Entry,
+    Found,
+    read_at,
+    read_ending,
+)
 
-__all__ = ["MIN_CUT", "MIN_REWORDED", "Catalogue", "Entry", "Found", "load_catalogue"]
+__all__ = ["MIN_CUT", "MIN_ENDING", "MIN_REWORDED", "Catalogue", "Entry", "Found", "load_catalogue"]
 
-FORMAT = 1
+FORMAT = 2
 _SPACES = re.compile(r"[ \t]{2,}")
 _MAX_CANDIDATES = 64  # templates checked for one text (a pair shared by more says little)
 _MAX_TEXT = 4096
@@ -60,10 +69,13 @@ class Catalogue:
     def __init__(self, rows: Iterable["Row"]):
         self.rows = tuple(rows)
         self._index: dict[tuple[str, str], list[int]] = {}
+        self._endings: dict[tuple[str, str], list[int]] = {}
         for number, row in enumerate(self.rows):
-            *_, first, second = row
+            first, second, last_first, last_second = row[8], row[9], row[12], row[13]
             if first:
                 self._index.setdefault((first, second), []).append(number)
+            if last_first:
+                self._endings.setdefault((last_first, last_second), []).append(number)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -76,20 +88,37 @@ class Catalogue:
         Runs of spaces read as one (no template has two in a row; a paste may: a line
         reflowed, an f-string's parts joined with a space each)."""
         text = _SPACES.sub(" ", text[:_MAX_TEXT])
-        words = [(m.group().lower(), m.start()) for m in _word().finditer(text)]
         found: list[Found] = []
+        for row, at in self._candidates(self._index, text):
+            reading = read_at(_entry(row), row[6], at - row[7], text)
+            if reading is not None:
+                found.append(reading)
+        return _best(found)
+
+    def lookup_ending(self, text: str) -> Found | None:
+        """The catalogued message ``text`` begins inside and holds on to its end (a line
+        that lost its start), or None (none, or an ambiguous one)."""
+        text = _SPACES.sub(" ", text[:_MAX_TEXT]).strip()
+        found: list[Found] = []
+        for row, at in self._candidates(self._endings, text):
+            reading = read_ending(_entry(row), row[10], row[11], at, text)
+            if reading is not None:
+                found.append(reading)
+        return _best(found)
+
+    def _candidates(
+        self, index: dict[tuple[str, str], list[int]], text: str
+    ) -> Iterator[tuple["Row", int]]:
+        """The rows ``index`` names for a pair of words of ``text``, each with where the
+        pair's first word is; no more than :data:`_MAX_CANDIDATES`."""
+        words = [(m.group().lower(), m.start()) for m in _word().finditer(text)]
         checked = 0
         for (first, at), (second, _) in itertools.pairwise(words):
-            for number in self._index.get((first, second), ()):
+            for number in index.get((first, second), ()):
                 checked += 1
                 if checked > _MAX_CANDIDATES:
-                    return _best(found)
-                row = self.rows[number]
-                piece, offset = row[6], row[7]
-                reading = read_at(_entry(row), piece, at - offset, text)
-                if reading is not None:
-                    found.append(reading)
-        return _best(found)
+                    return
+                yield self.rows[number], at
 
 
 def _best(found: list[Found]) -> Found | None:
@@ -117,13 +146,11 @@ def _best(found: list[Found]) -> Found | None:
 Place = tuple[int, int, tuple[str, str]]  # piece, offset in it, the pair of words
 
 
-def anchors(pieces: tuple[str, ...]) -> tuple[list[Place], list[Place]]:
-    """The places a template can be found by: each pair of whole words of its fixed text
-    (piece, offset in it, the words), those that end within its first :data:`MIN_CUT`
-    fixed characters (a cut text shows them), and the others. A word that touches a field
-    may be longer in the text, so it is not whole; a pair does not span a field."""
-    early: list[Place] = []
-    late: list[Place] = []
+def _pairs(pieces: tuple[str, ...]) -> Iterable[tuple[Place, int, int]]:
+    """Each pair of whole words of a template's fixed text (piece, offset in it, the
+    words), with the fixed characters before its first word and through its second. A
+    word that touches a field may be longer in the text, so it is not whole; a pair does
+    not span a field."""
     fixed = 0
     for index, piece in enumerate(pieces):
         words = list(_word().finditer(piece))
@@ -133,8 +160,18 @@ def anchors(pieces: tuple[str, ...]) -> tuple[list[Place], list[Place]]:
             words = words[:-1]  # glued to the field after it
         for one, two in itertools.pairwise(words):
             place = (index, one.start(), (one.group().lower(), two.group().lower()))
-            (early if fixed + two.end() <= MIN_CUT else late).append(place)
+            yield place, fixed + one.start(), fixed + two.end()
         fixed += len(piece)
+
+
+def anchors(pieces: tuple[str, ...]) -> tuple[list[Place], list[Place]]:
+    """The places a template can be found by: each pair of whole words of its fixed text,
+    those that end within its first :data:`MIN_CUT` fixed characters (a cut text shows
+    them), and the others."""
+    early: list[Place] = []
+    late: list[Place] = []
+    for place, _, through in _pairs(pieces):
+        (early if through <= MIN_CUT else late).append(place)
     return early, late
 
 
@@ -150,10 +187,23 @@ def anchor(
     return min(places, key=lambda p: (frequency or {}).get(p[2], 0))
 
 
-# A row: template, category, permanent, exception, file, function, then the anchor the
-# generator computed with :func:`anchor` (piece, offset, first word, second word; "" words
-# when the template has none).
-Row = tuple[str, str, bool, str, str, str, int, int, str, str]
+def ending_anchor(
+    pieces: tuple[str, ...], frequency: Mapping[tuple[str, str], int] | None = None
+) -> Place | None:
+    """Where a template that lost its start is looked for: its rarest pair of words among
+    those within its last :data:`MIN_ENDING` fixed characters (a text that shows that
+    much of its ending shows them); the last on a tie."""
+    total = sum(len(piece) for piece in pieces)
+    places = [place for place, since, _ in _pairs(pieces) if since >= total - MIN_ENDING]
+    if not places:
+        return None
+    return min(reversed(places), key=lambda p: (frequency or {}).get(p[2], 0))
+
+
+# A row: template, category, permanent, exception, file, function, then the anchors the
+# generator computed with :func:`anchor` and :func:`ending_anchor` (piece, offset, first
+# word, second word each; "" words when the template has none).
+Row = tuple[str, str, bool, str, str, str, int, int, str, str, int, int, str, str]
 
 
 def row_of(
@@ -167,9 +217,14 @@ def row_of(
 ) -> Row:
     """A row as the generator writes it, with its anchor (``frequency``: how many
     templates have each pair of words, so the rarest is chosen)."""
-    found = anchor(tuple(template.split("{}")), frequency)
-    piece, offset, (first, second) = found if found is not None else (0, 0, ("", ""))
-    return (template, category, permanent, exception, file, function, piece, offset, first, second)
+    pieces = tuple(template.split("{}"))
+    none: Place = (0, 0, ("", ""))
+    piece, offset, (first, second) = anchor(pieces, frequency) or none
+    last, at, (last_first, last_second) = ending_anchor(pieces, frequency) or none
+    return (
+        *(template, category, permanent, exception, file, function),
+        *(piece, offset, first, second, last, at, last_first, last_second),
+    )
 
 
 @lru_cache(maxsize=256)
@@ -186,7 +241,7 @@ def _entry(row: Row) -> Entry:
     )
 
 
-_TYPES = (str, str, bool, str, str, str, int, int, str, str)
+_TYPES = (str, str, bool, str, str, str, int, int, str, str, int, int, str, str)
 
 
 def parse_catalogue(data: bytes) -> Catalogue:

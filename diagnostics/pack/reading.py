@@ -104,3 +104,61 @@ def _reworded(entry: Entry, rest: str, stop: str, matched: int) -> Found | None:
     if matched + len(shared) < MIN_REWORDED or len(shared.split()) < MIN_REWORDED_WORDS:
         return None
     return Found(entry, False, matched + len(shared.rstrip()))
+
+
+MIN_ENDING = MIN_REWORDED  # fixed characters a message that lost its start must show
+
+
+def read_ending(entry: Entry, index: int, offset: int, at: int, text: str) -> Found | None:
+    """Read ``entry`` in ``text`` from its ending's anchor (its piece ``index``, from
+    ``offset``, found at ``at``) on to its end, whole, and back to where ``text``
+    begins: inside the template (a line that lost its start: a screenshot cropped, a
+    quote begun mid-line) after at least :data:`MIN_ENDING` fixed characters, or before
+    it (the whole template)."""
+    pieces = entry.pieces
+    piece = pieces[index]
+    if not text.startswith(piece[offset:], at):
+        return None
+    matched, pos = len(piece) - offset, at + len(piece) - offset
+    for later in pieces[index + 1 :]:
+        found = text.find(later, pos) if later else pos
+        if found < 0:
+            return None
+        matched, pos = matched + len(later), found + len(later)
+    # Back from the anchor: its own piece's opening, then the pieces before it (fields
+    # between), until the text's beginning is inside one (or inside a field).
+    head, stop = piece[:offset], at
+    if text[:stop].endswith(head):
+        matched, stop = matched + len(head), stop - len(head)
+    else:
+        return _begun_inside(entry, head, "", text[:stop], matched)
+    for earlier in reversed(pieces[:index]):
+        found = text.rfind(earlier, 0, stop) if earlier else stop
+        if found < 0:
+            return _begun_inside(entry, earlier, "?", text[:stop], matched)
+        matched, stop = matched + len(earlier), found
+    return Found(entry, True, matched)
+
+
+def _begun_inside(entry: Entry, piece: str, field: str, opening: str, matched: int) -> Found | None:
+    """``opening`` (the text before what was read) is the end of ``piece``, followed by a
+    field's value when ``field``: the text begins inside the template."""
+    if not field:
+        shown = len(opening) if piece.endswith(opening) else -1
+    else:
+        shown = next(
+            (
+                k
+                for k in range(min(len(piece), len(opening)), -1, -1)
+                if opening.startswith(piece[len(piece) - k :]) and _value(opening[k:])
+            ),
+            -1,
+        )
+    if shown < 0 or matched + shown < MIN_ENDING:
+        return None
+    return Found(entry, False, matched + shown)
+
+
+def _value(text: str) -> bool:
+    """Whether ``text`` may be a field's value (short, a few words, one line)."""
+    return len(text) <= MAX_FIELD and len(text.split()) <= 3 and "\n" not in text

@@ -27,7 +27,8 @@ from typing import BinaryIO
 
 from diagnostics.classify.attempts import decisive, last_attempt_verdict
 from diagnostics.classify.classifier import Classifier
-from diagnostics.classify.serving import TAIL_BYTES, with_serving
+from diagnostics.classify.serving import TAIL_BYTES
+from diagnostics.classify.unmatched import with_tail
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
@@ -111,7 +112,9 @@ def _classify_attempts(
             return again
     offset, lines = _classify_file(stream, start, classifier, block_size)
     # a server at work whose ready marker was cut off, or a request's error in one
-    verdict = with_serving(classifier.diagnosis(), lambda: _tail(stream, start), pack)
+    verdict = with_tail(
+        classifier.diagnosis(), lambda: _tail(stream, start), pack, classifier.redact
+    )
     if not verdict.failed or verdict.evidence is None:
         return verdict
     if not attempt_before(stream, start, pack, verdict.evidence.line, block_size):

@@ -21,7 +21,7 @@ def _catalogue():
         row_of(SHORT, "model_requirement", True, "ValueError", "vllm/q/bnb.py", "create"),
         row_of(LONG, "bad_config", True, "ValueError", "vllm/q/awq.py", "create"),
     ]
-    return parse_catalogue(json.dumps({"format": 1, "entries": rows}).encode())
+    return parse_catalogue(json.dumps({"format": 2, "entries": rows}).encode())
 
 
 def test_the_longer_message_reworded_past_the_whole_one_is_read():

@@ -24,6 +24,7 @@ from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
 from diagnostics.model import Category
 from diagnostics.pack.catalogue import (
     MIN_CUT,
+    MIN_ENDING,
     MIN_REWORDED,
     Entry,
     Found,
@@ -231,7 +232,7 @@ def test_the_lookup_reads_a_cut_message_only_where_the_template_would_go_on():
         "is needed, which is larger than the available KV cache memory ({} GiB)."
     )
     row = row_of(template, "kv_cache", True, "ValueError", "vllm/v1/core/x.py", "check")
-    catalogue = parse_catalogue(json.dumps({"format": 1, "entries": [row]}).encode())
+    catalogue = parse_catalogue(json.dumps({"format": 2, "entries": [row]}).encode())
     cut = "ValueError: To serve at least one request with the model's max seq len (100), (4.2 GiB KV cach"
     found = catalogue.lookup(cut)
     assert found is not None and not found.whole and found.entry.category is Category.KV_CACHE
@@ -247,13 +248,69 @@ def test_the_lookup_reads_a_cut_message_only_where_the_template_would_go_on():
     assert found is not None and found.whole
 
 
+def test_every_message_that_lost_its_start_is_read():
+    """A line that begins inside the message (a screenshot cropped, a quote begun
+    mid-line): every message whose fixed text runs to MIN_ENDING + 20 characters, shown
+    from a third of the way in (in the middle of a word where one is there), at least
+    MIN_ENDING + 10 fixed characters, to its end; a text another template reads at least
+    as well is that template's, and at most 2 % say nothing (an ambiguous ending)."""
+    wrong, said_nothing, cut_ones = [], 0, 0
+    for row in ROWS:
+        message = _example(row[0])
+        fixed = len(row[0].replace("{}", ""))
+        if fixed < MIN_ENDING + 20:
+            continue
+        cut_ones += 1
+        fields = row[0].count("{}") * len(FIELD)
+        start = min(len(message) // 3, len(message) - (MIN_ENDING + 10 + fields))
+        start += 1 if message[start : start + 2].isalpha() else 0  # inside a word
+        found = CATALOGUE.lookup_ending(message[start:])
+        if found is None:
+            said_nothing += 1
+        elif _misread(row, found, cut=True):
+            wrong.append((row[0], message[start:]))
+    assert cut_ones > 2000
+    assert not wrong, f"{len(wrong)} of {cut_ones} misread, e.g. {wrong[:3]}"
+    assert said_nothing <= cut_ones // 50, said_nothing
+
+
+def test_the_lookup_reads_a_message_that_lost_its_start_only_to_its_end():
+    template = (
+        "User-specified max_model_len ({}) is greater than the derived max_model_len "
+        "({}={} or model_max_length={} in model's config.json). This may lead to incorrect "
+        "model outputs or CUDA errors."
+    )
+    row = row_of(template, "bad_config", True, "ValueError", "vllm/config.py", "get")
+    catalogue = parse_catalogue(json.dumps({"format": 2, "entries": [row]}).encode())
+    ending = (
+        "ength (65536) is greater than the derived max_model_len (max_position_embeddings="
+        "32768 or model_max_length=None in model's config.json). This may lead to incorrect "
+        "model outputs or CUDA errors. To allow overriding this maximum, set the env var"
+    )
+    found = catalogue.lookup_ending(ending)
+    assert found is not None and not found.whole and found.entry.category is Category.BAD_CONFIG
+    # begun inside a field's value, or at a piece's first character: read too
+    assert catalogue.lookup_ending(ending[ending.index("536) ") :]) is not None
+    assert catalogue.lookup_ending(ending[ending.index(") is") :]) is not None
+    # what comes before the message's remains is not its opening: another message
+    assert catalogue.lookup_ending("The config said " + ending) is None
+    # cut at its end too: not read (a text cut at both ends names too little)
+    assert catalogue.lookup_ending(ending[: ending.index(" This may")]) is None
+    # too little of its end shown
+    assert catalogue.lookup_ending("el outputs or CUDA errors.") is None
+    # the whole message, begun where it begins: whole (the rules' and the exception
+    # line's to read, not a line that lost its start)
+    found = catalogue.lookup_ending("User-specified max_model_len (65536)" + ending[5:])
+    assert found is not None and found.whole
+
+
 def test_runs_of_spaces_read_as_one():
     """No shipped template has two spaces in a row, so a paste's run of spaces (parts of
     a message joined with a space each, a reflowed line) reads as one."""
     assert not [e for e in ROWS if "  " in e[0]]
     template = "Weight output_size_per_partition = {} is not divisible by min_thread_n = {}."
     row = row_of(template, "bad_config", True, "ValueError", "vllm/x.py", "check")
-    catalogue = parse_catalogue(json.dumps({"format": 1, "entries": [row]}).encode())
+    catalogue = parse_catalogue(json.dumps({"format": 2, "entries": [row]}).encode())
     found = catalogue.lookup(
         "ValueError: Weight output_size_per_partition = 7392 is not divisible by  min_thread_n = 64."
     )
@@ -263,9 +320,11 @@ def test_runs_of_spaces_read_as_one():
 def test_a_damaged_catalogue_is_refused():
     for data in (
         b"[]",
-        b'{"format": 2, "entries": []}',
-        b'{"format": 1, "entries": [[1]]}',
-        b'{"format": 1, "entries": [["t", "nonsense", true, "E", "f", "g", 0, 0, "a", "b"]]}',
+        b'{"format": 1, "entries": []}',
+        b'{"format": 2, "entries": [[1]]}',
+        # a row of format 1 (no ending's anchor)
+        b'{"format": 2, "entries": [["t", "kv_cache", true, "E", "f", "g", 0, 0, "a", "b"]]}',
+        b'{"format": 2, "entries": [["t", "nonsense", true, "E", "f", "g", 0, 0, "a", "b", 0, 0, "c", "d"]]}',
     ):
         with pytest.raises(ValueError):
             parse_catalogue(data)
@@ -290,7 +349,7 @@ def test_a_message_reworded_after_a_long_opening_is_read_as_its_template():
         "Otherwise, the output might be wrong."
     )
     row = row_of(template, "model_requirement", True, "ValueError", "vllm/x.py", "build")
-    catalogue = parse_catalogue(json.dumps({"format": 1, "entries": [row]}).encode())
+    catalogue = parse_catalogue(json.dumps({"format": 2, "entries": [row]}).encode())
     reworded = (
         "ValueError: Please use Flashinfer backend for models with logits_cap (i.e., Gemma-2)."
     )
@@ -309,5 +368,5 @@ def test_a_message_reworded_after_a_long_opening_is_read_as_its_template():
         "vllm/y.py",
         "check",
     )
-    both = parse_catalogue(json.dumps({"format": 1, "entries": [row, twin]}).encode())
+    both = parse_catalogue(json.dumps({"format": 2, "entries": [row, twin]}).encode())
     assert both.lookup(reworded) is None

@@ -16,7 +16,8 @@ import pytest
 
 from diagnostics.classify.attempts import last_attempt_of_lines
 from diagnostics.classify.classifier import Classifier
-from diagnostics.classify.serving import tail_of, with_serving
+from diagnostics.classify.serving import tail_of
+from diagnostics.classify.unmatched import with_tail
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.order import looks_reversed
 from diagnostics.scanning.scan import classify_stream
@@ -69,7 +70,7 @@ def line_path(data: bytes, chunk: int = PIPE_READ):
         lines.append(line.decode("utf-8", "replace"))
         classifier.feed(lines[-1])
     # a tail of a server at work (the worker asks the server), or a request's error in one
-    verdict = with_serving(classifier.diagnosis(), lambda: tail_of(lines), PACK)
+    verdict = with_tail(classifier.diagnosis(), lambda: tail_of(lines), PACK)
     again = lambda some: Classifier(PACK).feed_all(some).diagnosis()  # noqa: E731
     return last_attempt_of_lines(verdict, lines, PACK, again)
 
