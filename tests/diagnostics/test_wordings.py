@@ -20,6 +20,50 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # NVSHMEM (DeepEP's and pplx's all-to-all kernels) could not set up: the GPUs' link,
+    # as NCCL's failures (held-out QY); a line of it without "failed" says nothing.
+    (
+        [
+            "(EngineCore_0 pid=88430) /workspace/nvshmem_src/src/modules/transport/ibgda/"
+            "ibgda.cpp:3873: NULL value mem registration failed.",
+            "(EngineCore_0 pid=88430) /workspace/nvshmem_src/src/host/init/init.cu:"
+            "nvshmemi_check_state_and_init:1080: nvshmem initialization failed, exiting ",
+            "(EngineCore_0 pid=88430) ERROR 05-14 09:31:16 [core.py:700] EngineCore failed to start.",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        ["ERROR 05-14 09:31:16 [core.py:700] nvshmem initialization failed, exiting"],
+        "cuda_fault",
+        False,
+    ),
+    # torchrun's report that a rank it launched failed is a consequence: what the rank
+    # printed before it (NCCL's watchdog here) names why (held-out QY); alone, a
+    # failure of no named cause.
+    (
+        [
+            "[rank4]:[E514 09:31:16.402118733 ProcessGroupNCCL.cpp:629] [Rank 4] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=600000) ran for 600041 milliseconds before timing out.",
+            "E0514 09:31:17.102000 5580 torch/distributed/elastic/multiprocessing/api.py:869] "
+            "failed (exitcode: -6) local_rank: 4 (pid: 5594) of binary: /usr/bin/python3",
+            "Traceback (most recent call last):",
+            '  File "/usr/local/bin/torchrun", line 8, in <module>',
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/local/bin/torchrun", line 8, in <module>',
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        ],
+        "other",
+        False,
+    ),
     # NFS's stale handle (the export changed under the client: another mount reads
     # it); Python's tempfile with no folder it may write (a read-only root: the same
     # container fails the same way); docker inspect's OOMKilled asked with more fields.

@@ -139,6 +139,9 @@ WITHOUT_A_REAL_LOG = {
     # huggingface_hub's warning of a short disk before a download (its file_download.py's
     # _check_disk_space), written from its code (held-out set QA)
     "hub-disk-space-short": "test_wordings.WORDINGS",
+    # NVSHMEM's own error lines (its source paths) and its init's end, as DeepEP's
+    # expert-parallel kernels print them (held-out set QY)
+    "nvshmem-failure": "test_wordings.WORDINGS",
     # the raylet's summary counting no memory kill (node_manager.cc; held-out set IH)
     "ray-workers-crashed-not-oom": "test_wordings.WORDINGS",
     # vLLM's Ray executor's wait report (ray_utils.py), a start stuck on it (set IF)
