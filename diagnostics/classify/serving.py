@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+from diagnostics.classify.linereading import hit_ids
 from diagnostics.classify.normalize import clean_raw, normalize
 from diagnostics.classify.services import Services
 from diagnostics.model import Diagnosis, Evidence, State
@@ -81,7 +82,9 @@ def marked(lines: Sequence[str], pack: RulePack) -> Iterator[tuple[int, str, str
         if not line.strip() or services.foreign(line):
             continue
         text = normalize(line)
-        if any(rx.search(text) for rx in pack.under_way):
+        encoded = text.encode("utf-8", "surrogateescape")
+        hits = hit_ids(pack, encoded) & pack.under_way
+        if any(pack.patterns[i].regex.search(encoded) for i in hits):
             yield at, line, _UNDER_WAY
         elif any(rx.search(text) for rx in pack.serving):
             yield at, line, _SERVING

@@ -148,6 +148,7 @@ class RulePack:
     ):
         self.key = key
         self.rules = rules = _ranked(rules)
+        self._by_id: dict[str, Rule] | None = None
         self.provenance = provenance or Provenance()
         self.phases = phases
         self.files = files
@@ -156,11 +157,13 @@ class RulePack:
             if p.phase != "serving":
                 self.patterns += [Pattern("phase", index, rx) for rx in p.patterns]
         self.serving = tuple(rx for p in phases if p.phase == "serving" for rx in p.patterns)
-        self.under_way = tuple(  # the markers of a start under way
-            rx
-            for p in phases
-            if p.phase in ("starting", "downloading", "loading")
-            for rx in p.patterns
+        # the markers of a start under way: their indexes in the line database (a line
+        # they may hit is found by one scan, then confirmed by its regex)
+        self.under_way = frozenset(
+            at
+            for at, pattern in enumerate(self.patterns)
+            if pattern.kind == "phase"
+            and phases[pattern.owner].phase in ("starting", "downloading", "loading")
         )
         for rule in rules:
             self.patterns += [Pattern("rule", rule.priority, rx) for rx in rule.patterns]
@@ -208,10 +211,12 @@ class RulePack:
                 ) from None
 
     def by_id(self, rule_id: str) -> Rule:
-        for rule in self.rules:
-            if rule.id == rule_id:
-                return rule
-        raise KeyError(rule_id)
+        """The rule ``rule_id`` names; KeyError if none (a shape's or a derived verdict)."""
+        if self._by_id is None:
+            self._by_id = {}
+            for rule in reversed(self.rules):  # the first of one id, as a walk finds it
+                self._by_id[rule.id] = rule
+        return self._by_id[rule_id]
 
 
 def claim_rank(rule: Rule) -> tuple[int, int]:

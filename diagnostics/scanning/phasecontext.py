@@ -37,20 +37,26 @@ def needed_context(classifier: Classifier) -> set[str]:
     return names & captured
 
 
+@lru_cache(maxsize=64)
+def _capturing(pack: RulePack, names: frozenset[str]) -> tuple[int, ...]:
+    """The indexes of the pack's phase markers that capture any of ``names``."""
+    return tuple(
+        i
+        for i, p in enumerate(pack.patterns)
+        if p.kind == "phase" and names & set(p.regex.groupindex)
+    )
+
+
 def context_before(
     stream: BinaryIO, start: int, end: int, pack: RulePack, names: set[str]
 ) -> dict[str, str]:
     """The last value of each of ``names`` that a phase marker between ``start`` and
     ``end`` captured, as the classifier remembers it (read backwards, stops once all
     are found)."""
-    indexes = [
-        i
-        for i, p in enumerate(pack.patterns)
-        if p.kind == "phase" and names & set(p.regex.groupindex)
-    ]
+    indexes = _capturing(pack, frozenset(names))
     if not indexes:
         return {}
-    database = _capture_database(pack, tuple(indexes))
+    database = _capture_database(pack, indexes)
     found: dict[str, str] = {}
     pos, carry = end, b""
     while pos > start and not names <= set(found):
