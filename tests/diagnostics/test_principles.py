@@ -689,9 +689,11 @@ def test_the_hubs_own_line_under_a_repository_not_found_names_the_cause(hub_line
 
 
 # "Invalid username or password." is as ambiguous as the 401 it comes with (a missing
-# repo, or a token the hub rejects): a line that names the token decides, wherever it
-# is printed (huggingface_hub's whoami, the hub's header), and vLLM 0.6-0.7's lookup
-# summary after the 401 ("No supported config format") says no more than the hub did.
+# repo, or a token the hub rejects) when no token was sent: a line that names the token
+# decides, wherever it is printed (huggingface_hub's whoami, the hub's header), and vLLM
+# 0.6-0.7's lookup summary after the 401 ("No supported config format") says no more
+# than the hub did. After a token was sent it is that token refused: the hub answers a
+# valid token's request for a missing repo with 404 (hub-token-refused, held-out RF).
 TOKEN_NAMED = [
     "Invalid user token. The token from HF_TOKEN environment variable is invalid.",
     "Invalid credentials in Authorization header",
@@ -710,14 +712,15 @@ def test_a_line_naming_the_token_decides_an_ambiguous_401(named, where):
 TOKEN_SENT = "$ HF_TOKEN=$TOKEN vllm serve google/gemma-2-9b-it"
 
 
-@pytest.mark.parametrize("hub_line", ["Invalid username or password.", None])
-def test_vllms_lookup_summary_yields_to_the_hubs_answer_before_it(hub_line):
+@pytest.mark.parametrize(
+    "hub_line, category",
+    [("Invalid username or password.", "gated_model"), (None, "model_not_found")],
+)
+def test_vllms_lookup_summary_yields_to_the_hubs_answer_before_it(hub_line, category):
     lines = [TOKEN_SENT, *HUB_401, *([hub_line] if hub_line else []), *TB, LOOKUP]
     diagnosis = classify_lines(lines)
-    assert (str(diagnosis.category), diagnosis.state) == (
-        "model_not_found",
-        State.FAILED_PERMANENT,
-    )
+    assert (str(diagnosis.category), diagnosis.state) == (category, State.FAILED_PERMANENT)
+    assert classify_lines(lines).rule != "hub-lookup-refused"  # the hub's answer decides
     # alone after a token was sent it is the hub refusing that token; without one, a
     # repo the hub does not show (a gated one would have raised its own error)
     assert str(classify_lines([TOKEN_SENT, *TB, LOOKUP]).category) == "gated_model"

@@ -20,6 +20,49 @@ PACK = shipped_pack()
 
 # (lines of the paste, category, permanent)
 WORDINGS: list[tuple[list[str], str, bool]] = [
+    # The hub's 401 "Invalid username or password." (under RepositoryNotFoundError, then
+    # transformers' "not a valid model identifier"): a token sent before it was refused
+    # (the hub answers a valid token's request for a missing repo with 404; held-out RF);
+    # with none sent, a repo it will not show: missing.
+    *(
+        (
+            [
+                *before,
+                "huggingface_hub.utils._errors.RepositoryNotFoundError: 401 Client Error. "
+                "(Request ID: Root=1-6570ab12-3c4d)",
+                "Repository Not Found for url: https://huggingface.co/acme-ml/llama2-13b-sft/"
+                "resolve/main/config.json.",
+                "Invalid username or password.",
+                "OSError: acme-ml/llama2-13b-sft is not a local folder and is not a valid model "
+                "identifier listed on 'https://huggingface.co/models'",
+            ],
+            category,
+            True,
+        )
+        for before, category in (
+            (["docker run --gpus all -e HF_TOKEN=hf_*** vllm/vllm-openai:v0.2.7"], "gated_model"),
+            (["$ huggingface-cli login", "Login successful"], "gated_model"),
+            ([], "model_not_found"),
+            (["docker run --gpus all -e HF_TOKEN= vllm/vllm-openai:v0.2.7"], "model_not_found"),
+        )
+    ),
+    # ModelScope's client's NotExistError: a model, revision or file its hub does not
+    # have (modelscope/hub/api.py; held-out RF)
+    (
+        [
+            "qwen-vllm  | modelscope.hub.errors.NotExistError: The model: qwen/Qwen-14B-Chat-Int4 "
+            "has no revision : v1.0.0 valid are: [v1.0.7, v1.0.6, v1.0.5]!",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "NotExistError: The file path: config.json not exist in: qwen/Qwen2-7B-Instruct",
+        ],
+        "model_not_found",
+        True,
+    ),
     # NVSHMEM (DeepEP's and pplx's all-to-all kernels) could not set up: the GPUs' link,
     # as NCCL's failures (held-out QY); a line of it without "failed" says nothing.
     (

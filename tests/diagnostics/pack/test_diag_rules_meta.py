@@ -139,6 +139,9 @@ WITHOUT_A_REAL_LOG = {
     # huggingface_hub's warning of a short disk before a download (its file_download.py's
     # _check_disk_space), written from its code (held-out set QA)
     "hub-disk-space-short": "test_wordings.WORDINGS",
+    # the hub's "Invalid username or password." after a token was sent: the token refused
+    # (huggingface_hub: 401 only to a request without a valid token; held-out RF)
+    "hub-token-refused": "test_wordings.WORDINGS",
     # NVSHMEM's own error lines (its source paths) and its init's end, as DeepEP's
     # expert-parallel kernels print them (held-out set QY)
     "nvshmem-failure": "test_wordings.WORDINGS",
