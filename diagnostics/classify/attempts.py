@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
 from diagnostics.classify.services import service_of
-from diagnostics.model import Diagnosis
+from diagnostics.model import Category, Diagnosis
 from diagnostics.pack.rules import Pattern, RulePack
 
 # Verdicts an attempt's own cause gives (not a consequence, a shape or a bare exit: a
@@ -64,6 +64,18 @@ def decisive(diagnosis: Diagnosis, pack: RulePack) -> bool:
     return any(r.id == rule and r.kind in _DECISIVE_KINDS for r in pack.rules)
 
 
+# The engine's memory: it runs out only once the engine loads, after vLLM announced its
+# start, so such a failure before the first start the log shows is an earlier attempt's
+# (its start not kept: a notebook's tail, a previous container's last lines).
+_AFTER_A_START = frozenset({Category.OOM, Category.KV_CACHE})
+
+
+def before_any_start(diagnosis: Diagnosis) -> bool:
+    """Whether a failure may come before vLLM announced any start (a download step's, an
+    import's, the platform's detection): it stands when no attempt began before it."""
+    return diagnosis.category not in _AFTER_A_START
+
+
 def last_attempt_verdict(
     verdict: Diagnosis,
     attempt_line: int | None,
@@ -75,13 +87,15 @@ def last_attempt_verdict(
     1-based line ``attempt_line`` on, classified by ``classify_from`` with its own line
     numbers) failed on a cause of its own and ``verdict``'s evidence belongs to an earlier
     attempt: it comes before ``attempt_line`` and after another attempt's start
-    (``attempt_before(line)``; a failure before vLLM's first start, a download step's,
-    is not an attempt of vLLM's and stands)."""
+    (``attempt_before(line)``), or could only come after a start (:func:`before_any_start`):
+    a failure before vLLM's first start (a download step's, the image's at import) is not
+    an attempt of vLLM's and stands (what vLLM then reports is its consequence); the
+    engine's memory is an attempt whose start the log did not keep."""
     if attempt_line is None or not verdict.failed or verdict.evidence is None:
         return verdict
     if verdict.evidence.line >= attempt_line:
         return verdict  # the failure is the last attempt's
-    if not attempt_before(verdict.evidence.line):
+    if before_any_start(verdict) and not attempt_before(verdict.evidence.line):
         return verdict
     later = classify_from()
     if not decisive(later, pack):

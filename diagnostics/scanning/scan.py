@@ -25,7 +25,7 @@ import codecs
 import io
 from typing import BinaryIO
 
-from diagnostics.classify.attempts import decisive, last_attempt_verdict
+from diagnostics.classify.attempts import before_any_start, decisive, last_attempt_verdict
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail
@@ -117,8 +117,9 @@ def _classify_attempts(
     )
     if not verdict.failed or verdict.evidence is None:
         return verdict
-    if not attempt_before(stream, start, pack, verdict.evidence.line, block_size):
-        return verdict
+    first = verdict.evidence.line
+    if before_any_start(verdict) and not attempt_before(stream, start, pack, first, block_size):
+        return verdict  # before vLLM's first start: a download step's, an import's
     at = last_attempt(stream, start, pack, block_size)
     if at is None or at < offset:  # none after the last ready marker: the verdict's
         return verdict

@@ -46,6 +46,19 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             (["docker run --gpus all -e HF_TOKEN= vllm/vllm-openai:v0.2.7"], "model_not_found"),
         )
     ),
+    # torch's message listing the processes without "this process has", ending in "but
+    # not allocated" (held-out RB): another process holds most of the GPU, transient
+    (
+        [
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. "
+            "GPU 0 has a total capacity of 79.14 GiB of which 402.75 MiB is free. Process 1874305 "
+            "has 61.52 GiB memory in use. Process 1921113 has 17.21 GiB memory in use. Of the "
+            "allocated memory 16.58 GiB is allocated by PyTorch, and 129.40 MiB is reserved by "
+            "PyTorch but not allocated.",
+        ],
+        "oom",
+        False,
+    ),
     # ModelScope's client's NotExistError: a model, revision or file its hub does not
     # have (modelscope/hub/api.py; held-out RF)
     (

@@ -68,3 +68,50 @@ def test_a_worker_echoing_the_banner_is_not_a_new_attempt():
     v1 = f"(APIServer pid=1) {BANNER}"
     diagnosis = verdict([v1, "Traceback (most recent call last):", NCCL, v1, HEADS])
     assert str(diagnosis.category) == "bad_config"
+
+
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a "
+    "total capacity of 14.74 GiB of which 178.12 MiB is free."
+)
+DTYPE = (
+    "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+    "Your Tesla T4 GPU has compute capability 7.5."
+)
+SSL = (
+    "requests.exceptions.SSLError: HTTPSConnectionPool(host='huggingface.co', port=443): Max "
+    "retries exceeded with url: /api/models/org/m (Caused by SSLError(SSLCertVerificationError("
+    "1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate "
+    "in certificate chain (_ssl.c:1007)')))"
+)
+
+
+def test_the_engines_memory_before_the_first_start_is_an_earlier_attempts():
+    """The engine runs out of memory only once it loads, after vLLM announced its start:
+    such a failure above the first start the log shows is an earlier attempt's whose start
+    was not kept (a notebook's tail, a previous container's last lines; held-out RD), and
+    the last attempt's own cause decides, as when both starts are shown."""
+    for first in ([OOM], [KV]):
+        retried = verdict([*first, "", BANNER, "Traceback (most recent call last):", DTYPE])
+        assert (str(retried.category), retried.permanent) == ("model_requirement", True)
+        assert retried.evidence is not None and retried.evidence.line == len(first) + 4
+        network = verdict([*first, BANNER, "Traceback (most recent call last):", SSL])
+        assert (str(network.category), network.permanent) == ("network", False)
+        # a last attempt cut short keeps it, as any cause seen before
+        assert str(verdict([*first, BANNER, LOADING]).category) in ("oom", "kv_cache")
+
+
+def test_an_import_time_failure_before_the_first_start_stands():
+    """What vLLM prints before its start's first line (its imports, the platform's
+    detection) is the start's own, not an earlier attempt's."""
+    lines = [
+        "WARNING 09-12 10:01:02 _custom_ops.py:19] Failed to import from vllm._C with "
+        "ImportError('/usr/local/lib/python3.10/dist-packages/vllm/_C.abi3.so: undefined "
+        "symbol: _ZN3c104cuda9SetDeviceEi')",
+        BANNER,
+        "Traceback (most recent call last):",
+        "AttributeError: '_OpNamespace' '_C' object has no attribute 'rms_norm'",
+    ]
+    diagnosis = verdict(lines)
+    assert (str(diagnosis.category), diagnosis.permanent) == ("other", True)
+    assert diagnosis.evidence is not None and diagnosis.evidence.line == 1
