@@ -59,6 +59,23 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "oom",
         False,
     ),
+    # pip, installing at start-up, could not reach its index: its last retry failed on
+    # the connection, and what it did not install is missing (held-out RG)
+    (
+        [
+            "+ pip install --no-cache-dir vllm==0.7.3",
+            "WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, "
+            "status=None)) after connection broken by 'NewConnectionError('<pip._vendor."
+            "urllib3.connection.HTTPSConnection object at 0x7f5e2c1d9a50>: Failed to establish "
+            "a new connection: [Errno -3] Temporary failure in name resolution')': /simple/vllm/",
+            "ERROR: Could not find a version that satisfies the requirement vllm==0.7.3 (from "
+            "versions: none)",
+            "/usr/bin/python3: Error while finding module specification for 'vllm.entrypoints."
+            "openai.api_server' (ModuleNotFoundError: No module named 'vllm')",
+        ],
+        "network",
+        False,
+    ),
     # ModelScope's client's NotExistError: a model, revision or file its hub does not
     # have (modelscope/hub/api.py; held-out RF)
     (
