@@ -76,6 +76,25 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "network",
         False,
     ),
+    # Building vLLM at start-up: nvcc refusing the image's gcc, setup.py without a CUDA
+    # torch (what the image lacks: permanent) or on another system than Linux (the
+    # platform: model_requirement) (held-out RG)
+    (
+        [
+            "/usr/local/cuda/bin/../targets/x86_64-linux/include/crt/host_config.h:143:2: "
+            "error: #error -- unsupported GNU version! gcc versions later than 12 are not "
+            "supported! The nvcc flag '-allow-unsupported-compiler' can be used to override "
+            "this version check",
+        ],
+        "other",
+        True,
+    ),
+    (["      RuntimeError: Unknown runtime environment"], "other", True),
+    (
+        ["      AssertionError: vLLM only supports Linux platform (including WSL)."],
+        "model_requirement",
+        True,
+    ),
     # ModelScope's client's NotExistError: a model, revision or file its hub does not
     # have (modelscope/hub/api.py; held-out RF)
     (

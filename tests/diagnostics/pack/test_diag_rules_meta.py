@@ -142,6 +142,8 @@ WITHOUT_A_REAL_LOG = {
     # the hub's "Invalid username or password." after a token was sent: the token refused
     # (huggingface_hub: 401 only to a request without a valid token; held-out RF)
     "hub-token-refused": "test_wordings.WORDINGS",
+    # vLLM's setup.py on another system than Linux (held-out RG)
+    "vllm-linux-only": "test_wordings.WORDINGS",
     # pip's last retry of its index failing on the connection (held-out RG)
     "package-index-unreachable": "test_wordings.WORDINGS",
     # NVSHMEM's own error lines (its source paths) and its init's end, as DeepEP's
