@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
-from diagnostics.classify.services import service_of
 from diagnostics.model import Category, Diagnosis
 from diagnostics.pack.rules import Pattern, RulePack
 
@@ -42,10 +41,8 @@ _PROCESS = re.compile(rf"^\s*{OWN_PREFIX}")
 
 
 def is_attempt_line(line: str, pack: RulePack) -> bool:
-    """Whether the raw ``line`` announces a new start of vLLM's API server (not a line
-    under another compose service's name, nor another process's)."""
-    if service_of(line) is not None:
-        return False
+    """Whether the raw ``line`` announces a new start of vLLM's API server (under a
+    compose service's name too: only vLLM prints its start; not another process's)."""
     process = _PROCESS.match(line)
     if process is not None and not process.group().lstrip().startswith("(APIServer "):
         return False

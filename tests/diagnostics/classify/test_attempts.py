@@ -115,3 +115,19 @@ def test_an_import_time_failure_before_the_first_start_stands():
     diagnosis = verdict(lines)
     assert (str(diagnosis.category), diagnosis.permanent) == ("other", True)
     assert diagnosis.evidence is not None and diagnosis.evidence.line == 1
+
+
+def test_a_compose_services_restart_is_an_attempt():
+    """docker compose prints every line of the service under its name, the restarts' too:
+    vLLM's start under a service's name begins an attempt (only vLLM prints it; held-out
+    RD: a first start out of KV cache memory, the restart ending in a device fault)."""
+    svc = "vllm-llama-1  | "
+    lines = [
+        svc + KV,
+        svc + BANNER,
+        svc + "Traceback (most recent call last):",
+        svc + "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    diagnosis = verdict(lines)
+    assert (str(diagnosis.category), diagnosis.permanent) == ("cuda_fault", False)
+    assert diagnosis.evidence is not None and diagnosis.evidence.line == 4
