@@ -61,16 +61,18 @@ def decisive(diagnosis: Diagnosis, pack: RulePack) -> bool:
     return any(r.id == rule and r.kind in _DECISIVE_KINDS for r in pack.rules)
 
 
-# The engine's memory: it runs out only once the engine loads, after vLLM announced its
-# start, so such a failure before the first start the log shows is an earlier attempt's
-# (its start not kept: a notebook's tail, a previous container's last lines).
-_AFTER_A_START = frozenset({Category.OOM, Category.KV_CACHE})
+# What only a vLLM process of its own fails on, and no step before its start prints: the
+# engine's memory (it runs out once the engine loads), its flags (rejected as it parses
+# them: a process that then ends), the model's code it loads. Such a failure above the
+# first start the log shows is an earlier attempt's whose start was not kept (a
+# notebook's tail, a previous container's last lines, a retry with other flags).
+_ITS_OWN = frozenset({Category.OOM, Category.KV_CACHE, Category.BAD_CONFIG, Category.REMOTE_CODE})
 
 
 def before_any_start(diagnosis: Diagnosis) -> bool:
     """Whether a failure may come before vLLM announced any start (a download step's, an
     import's, the platform's detection): it stands when no attempt began before it."""
-    return diagnosis.category not in _AFTER_A_START
+    return diagnosis.category not in _ITS_OWN
 
 
 def last_attempt_verdict(

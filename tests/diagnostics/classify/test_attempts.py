@@ -131,3 +131,19 @@ def test_a_compose_services_restart_is_an_attempt():
     diagnosis = verdict(lines)
     assert (str(diagnosis.category), diagnosis.permanent) == ("cuda_fault", False)
     assert diagnosis.evidence is not None and diagnosis.evidence.line == 4
+
+
+def test_vllms_own_flags_or_the_models_code_before_the_first_start_are_an_earlier_attempts():
+    """A flag vLLM rejected (its process ends as it parses them) or the model's code it
+    could not load, above the first start the log shows, is a previous container's or a
+    retry's (held-out RJ: kubectl logs --previous beside the current logs); a download
+    step's failure there still stands (test_a_failure_before_vllms_first_start_stands)."""
+    remote = (
+        "ValueError: The repository for openbmb/MiniCPM-V-2_6 contains custom code which must "
+        "be executed to correctly load the model. Please pass the argument "
+        "`trust_remote_code=True` to allow custom code to be run."
+    )
+    flag = "api_server.py: error: unrecognized arguments: --gpu-memory-utilisation 0.9"
+    for first in (remote, flag):
+        diagnosis = verdict([first, "", BANNER, "Traceback (most recent call last):", SSL])
+        assert (str(diagnosis.category), diagnosis.permanent) == ("network", False), first
