@@ -95,6 +95,29 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # An Intel GPU image without Intel's extension for PyTorch: no platform vLLM can run
+    # on, what the image lacks (held-out RQ); without the warning, a host without a GPU
+    *(
+        (
+            [
+                *before,
+                "ERROR 01-21 14:33:28 engine.py:366] RuntimeError: Failed to infer device type",
+            ],
+            category,
+            permanent,
+        )
+        for before, category, permanent in (
+            (
+                [
+                    "WARNING 01-21 14:33:20 _ipex_ops.py:12] Import error msg: No module named "
+                    "'intel_extension_for_pytorch'"
+                ],
+                "other",
+                True,
+            ),
+            ([], "cuda_fault", False),
+        )
+    ),
     # ModelScope's client's NotExistError: a model, revision or file its hub does not
     # have (modelscope/hub/api.py; held-out RF)
     (
