@@ -52,13 +52,20 @@ def is_attempt_line(line: str, pack: RulePack) -> bool:
 
 def decisive(diagnosis: Diagnosis, pack: RulePack) -> bool:
     """Whether a failed verdict names a cause of its own (a specific cause or generic
-    structure, also as judged by the catalogue or by where it was raised)."""
+    structure, also as judged by the catalogue or by where it was raised; not the last
+    resort, a bare exception that names no category: a test harness's "Server exited
+    unexpectedly" after the start it waited for failed)."""
     rule = diagnosis.rule or ""
     if not diagnosis.failed or diagnosis.evidence is None:
         return False
     if rule.startswith(_DERIVED):
         return True
-    return any(r.id == rule and r.kind in _DECISIVE_KINDS for r in pack.rules)
+    return any(
+        r.id == rule
+        and r.kind in _DECISIVE_KINDS
+        and not (r.generic and r.category is Category.OTHER)
+        for r in pack.rules
+    )
 
 
 # What only a vLLM process of its own fails on, and no step before its start prints: the

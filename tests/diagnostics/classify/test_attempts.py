@@ -147,3 +147,18 @@ def test_vllms_own_flags_or_the_models_code_before_the_first_start_are_an_earlie
     for first in (remote, flag):
         diagnosis = verdict([first, "", BANNER, "Traceback (most recent call last):", SSL])
         assert (str(diagnosis.category), diagnosis.permanent) == ("network", False), first
+
+
+def test_a_last_attempt_ending_in_a_bare_exception_keeps_the_cause_seen():
+    """A last attempt whose failure names no cause (the last resort: a bare exception, a
+    test harness's "Server exited unexpectedly" once the start it waited for failed;
+    held-out RP) keeps the earlier attempt's cause, as a last attempt cut short does."""
+    lines = [
+        BANNER,
+        KV,
+        BANNER,
+        "Traceback (most recent call last):",
+        "E                   RuntimeError: Server exited unexpectedly.",
+    ]
+    diagnosis = verdict(lines)
+    assert str(diagnosis.category) == "kv_cache" and diagnosis.evidence.line == 2
