@@ -63,7 +63,7 @@ def decisive(diagnosis: Diagnosis, pack: RulePack) -> bool:
     return any(
         r.id == rule
         and r.kind in _DECISIVE_KINDS
-        and not (r.generic and r.category is Category.OTHER)
+        and not (r.kind == "structure" and r.generic and r.category is Category.OTHER)
         for r in pack.rules
     )
 

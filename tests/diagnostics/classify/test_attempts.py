@@ -162,3 +162,6 @@ def test_a_last_attempt_ending_in_a_bare_exception_keeps_the_cause_seen():
     ]
     diagnosis = verdict(lines)
     assert str(diagnosis.category) == "kv_cache" and diagnosis.evidence.line == 2
+    # a cause of its own, though generic (the port held by another process), decides
+    held = verdict([BANNER, KV, BANNER, "OSError: [Errno 98] Address already in use"])
+    assert (str(held.category), held.permanent) == ("other", False)
