@@ -60,12 +60,12 @@ def decisive(diagnosis: Diagnosis, pack: RulePack) -> bool:
         return False
     if rule.startswith(_DERIVED):
         return True
-    return any(
-        r.id == rule
-        and r.kind in _DECISIVE_KINDS
-        and not (r.kind == "structure" and r.generic and r.category is Category.OTHER)
-        for r in pack.rules
-    )
+    try:
+        found = pack.by_id(rule)
+    except KeyError:  # a shape: no cause of its own
+        return False
+    last_resort = found.kind == "structure" and found.generic and found.category is Category.OTHER
+    return found.kind in _DECISIVE_KINDS and not last_resort
 
 
 # What only a vLLM process of its own fails on, and no step before its start prints: the

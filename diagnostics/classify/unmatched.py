@@ -173,13 +173,14 @@ def with_cut_message(
         return verdict
     catalogue = load_catalogue()
     for at, line in reversed(failed):  # the earliest first
-        found = catalogue.lookup_ending(normalize(line))
+        text = normalize(line)
+        found = catalogue.lookup_ending(text)
         if found is not None and _cut_cause(found):
             return judged_found(
                 pack.provenance,
                 found,
                 raised_as("", found),
-                f" (the log shows its end): {normalize(line).strip()}",
+                f" (the log shows its end): {text.strip()}",
                 Evidence(evidence.line + at - where, redactor(clean_raw(line))),
                 redactor,
             )

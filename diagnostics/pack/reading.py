@@ -131,19 +131,21 @@ def read_ending(entry: Entry, index: int, offset: int, at: int, text: str) -> Fo
     if text[:stop].endswith(head):
         matched, stop = matched + len(head), stop - len(head)
     else:
-        return _begun_inside(entry, head, "", text[:stop], matched)
+        return _begun_inside(entry, head, False, text[:stop], matched)
     for earlier in reversed(pieces[:index]):
         found = text.rfind(earlier, 0, stop) if earlier else stop
         if found < 0:
-            return _begun_inside(entry, earlier, "?", text[:stop], matched)
+            return _begun_inside(entry, earlier, True, text[:stop], matched)
         matched, stop = matched + len(earlier), found
     return Found(entry, True, matched)
 
 
-def _begun_inside(entry: Entry, piece: str, field: str, opening: str, matched: int) -> Found | None:
+def _begun_inside(
+    entry: Entry, piece: str, field_after: bool, opening: str, matched: int
+) -> Found | None:
     """``opening`` (the text before what was read) is the end of ``piece``, followed by a
-    field's value when ``field``: the text begins inside the template."""
-    if not field:
+    field's value when ``field_after``: the text begins inside the template."""
+    if not field_after:
         shown = len(opening) if piece.endswith(opening) else -1
     else:
         shown = next(

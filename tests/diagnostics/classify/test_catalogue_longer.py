@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from diagnostics.model import Category
-from diagnostics.pack.catalogue import load_catalogue, parse_catalogue, row_of
+from diagnostics.pack.catalogue import FORMAT, load_catalogue, parse_catalogue, row_of
 from diagnostics.pack.reading import MAX_FIELD
 
 SHORT = "The input size is not aligned with the quantized weight shape."
@@ -21,7 +21,7 @@ def _catalogue():
         row_of(SHORT, "model_requirement", True, "ValueError", "vllm/q/bnb.py", "create"),
         row_of(LONG, "bad_config", True, "ValueError", "vllm/q/awq.py", "create"),
     ]
-    return parse_catalogue(json.dumps({"format": 2, "entries": rows}).encode())
+    return parse_catalogue(json.dumps({"format": FORMAT, "entries": rows}).encode())
 
 
 def test_the_longer_message_reworded_past_the_whole_one_is_read():

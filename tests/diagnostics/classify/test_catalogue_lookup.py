@@ -23,6 +23,7 @@ from diagnostics.classify.normalize import normalize
 from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
 from diagnostics.model import Category
 from diagnostics.pack.catalogue import (
+    FORMAT,
     MIN_CUT,
     MIN_ENDING,
     MIN_REWORDED,
@@ -71,6 +72,11 @@ WRAPPERS = {
     # vLLM 0.6's engine logs the exception as its repr
     "repr": lambda row, m: f"ERROR 01-01 00:00:00 engine.py:157] {_exception(row)}({_quoted(m)})",
 }
+
+
+def _catalogue_of(*rows):
+    """A catalogue of ``rows`` as ``catalogue.json`` holds them."""
+    return parse_catalogue(json.dumps({"format": FORMAT, "entries": list(rows)}).encode())
 
 
 def _quoted(message: str) -> str:
@@ -232,7 +238,7 @@ def test_the_lookup_reads_a_cut_message_only_where_the_template_would_go_on():
         "is needed, which is larger than the available KV cache memory ({} GiB)."
     )
     row = row_of(template, "kv_cache", True, "ValueError", "vllm/v1/core/x.py", "check")
-    catalogue = parse_catalogue(json.dumps({"format": 2, "entries": [row]}).encode())
+    catalogue = _catalogue_of(row)
     cut = "ValueError: To serve at least one request with the model's max seq len (100), (4.2 GiB KV cach"
     found = catalogue.lookup(cut)
     assert found is not None and not found.whole and found.entry.category is Category.KV_CACHE
@@ -281,7 +287,7 @@ def test_the_lookup_reads_a_message_that_lost_its_start_only_to_its_end():
         "model outputs or CUDA errors."
     )
     row = row_of(template, "bad_config", True, "ValueError", "vllm/config.py", "get")
-    catalogue = parse_catalogue(json.dumps({"format": 2, "entries": [row]}).encode())
+    catalogue = _catalogue_of(row)
     ending = (
         "ength (65536) is greater than the derived max_model_len (max_position_embeddings="
         "32768 or model_max_length=None in model's config.json). This may lead to incorrect "
@@ -310,7 +316,7 @@ def test_runs_of_spaces_read_as_one():
     assert not [e for e in ROWS if "  " in e[0]]
     template = "Weight output_size_per_partition = {} is not divisible by min_thread_n = {}."
     row = row_of(template, "bad_config", True, "ValueError", "vllm/x.py", "check")
-    catalogue = parse_catalogue(json.dumps({"format": 2, "entries": [row]}).encode())
+    catalogue = _catalogue_of(row)
     found = catalogue.lookup(
         "ValueError: Weight output_size_per_partition = 7392 is not divisible by  min_thread_n = 64."
     )
@@ -349,7 +355,7 @@ def test_a_message_reworded_after_a_long_opening_is_read_as_its_template():
         "Otherwise, the output might be wrong."
     )
     row = row_of(template, "model_requirement", True, "ValueError", "vllm/x.py", "build")
-    catalogue = parse_catalogue(json.dumps({"format": 2, "entries": [row]}).encode())
+    catalogue = _catalogue_of(row)
     reworded = (
         "ValueError: Please use Flashinfer backend for models with logits_cap (i.e., Gemma-2)."
     )
@@ -368,5 +374,5 @@ def test_a_message_reworded_after_a_long_opening_is_read_as_its_template():
         "vllm/y.py",
         "check",
     )
-    both = parse_catalogue(json.dumps({"format": 2, "entries": [row, twin]}).encode())
+    both = _catalogue_of(row, twin)
     assert both.lookup(reworded) is None
