@@ -60,9 +60,8 @@ def decisive(diagnosis: Diagnosis, pack: RulePack) -> bool:
         return False
     if rule.startswith(_DERIVED):
         return True
-    try:
-        found = pack.by_id(rule)
-    except KeyError:  # a shape: no cause of its own
+    found = pack.verdicts_rule(rule)
+    if found is None:  # a shape: no cause of its own
         return False
     last_resort = found.kind == "structure" and found.generic and found.category is Category.OTHER
     return found.kind in _DECISIVE_KINDS and not last_resort

@@ -98,11 +98,8 @@ def names_no_cause(verdict: Diagnosis, pack: RulePack) -> bool:
     specific cause or a consequence."""
     if not verdict.failed:
         return False
-    try:
-        rule = pack.by_id(verdict.rule or "")
-    except KeyError:  # a shape (unmatched.py) or a derived verdict: not the pack's
-        return True
-    return rule.kind == "structure" or rule.before_ready
+    rule = pack.verdicts_rule(verdict.rule)  # None: a shape (unmatched.py) or derived
+    return rule is None or rule.kind == "structure" or rule.before_ready
 
 
 def tail_of(lines: Sequence[str]) -> Sequence[str]:

@@ -157,11 +157,9 @@ def with_cut_message(
     evidence = verdict.evidence
     if evidence is None or verdict.category is not Category.OTHER:
         return verdict
-    try:
-        if pack.by_id(verdict.rule or "").kind not in _NO_CAUSE:
-            return verdict
-    except KeyError:  # a shape (above) or a derived verdict: not the pack's
-        pass
+    rule = pack.verdicts_rule(verdict.rule)  # None: a shape (above) or a derived verdict
+    if rule is not None and rule.kind not in _NO_CAUSE:
+        return verdict
     lines = tail()
     failed: list[tuple[int, str]] = []
     for at, line, mark in marked(lines, pack):

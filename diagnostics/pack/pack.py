@@ -210,6 +210,14 @@ class RulePack:
                     f"{where}: field {fields[pattern.kind]}: {pattern.regex.pattern!r}: {exc}"
                 ) from None
 
+    def verdicts_rule(self, rule_id: str | None) -> Rule | None:
+        """The rule a verdict names, or None: a verdict of the log's shape or one derived
+        by the catalogue or provenance names no rule of the pack."""
+        try:
+            return self.by_id(rule_id or "")
+        except KeyError:
+            return None
+
     def by_id(self, rule_id: str) -> Rule:
         """The rule ``rule_id`` names; KeyError if none (a shape's or a derived verdict)."""
         if self._by_id is None:
