@@ -275,6 +275,8 @@ def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagno
     classifier = Classifier(pack).feed_all(lines)
     pack = classifier.pack
     # a server at work whose ready marker was cut off, or a request's error in one
-    verdict = with_tail(classifier.diagnosis(), lambda: tail_of(lines), pack, classifier.redact)
+    tail = lambda: tail_of(lines)  # noqa: E731
+    first = lambda: len(lines) - len(tail()) + 1  # noqa: E731
+    verdict = with_tail(classifier.diagnosis(), tail, pack, classifier.redact, first)
     again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
     return last_attempt_of_lines(verdict, lines, pack, again)

@@ -2,17 +2,20 @@
 traceback (judged by where it was raised when the frames say), ends after an error
 logged at level ERROR, or whose vLLM exited; an offline engine that is up; and the
 evidence lines they quote. And what the log's last lines tell of a verdict
-(:func:`with_tail`): a server at work (:mod:`diagnostics.classify.serving`), or a
-catalogued message whose line lost its start (:func:`with_cut_message`)."""
+(:func:`with_tail`): a server at work (:mod:`diagnostics.classify.serving`), a
+catalogued message whose line lost its start (:func:`with_cut_message`), or a start
+under way that ends in a message a raise site builds, printed bare
+(:func:`with_bare_message`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Reversible, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Reversible, Sequence
 from functools import cache
 
 from diagnostics.classify.normalize import clean_raw, normalize
 from diagnostics.classify.progress import Progress
-from diagnostics.classify.serving import marked, with_serving
+from diagnostics.classify.serving import UNDER_WAY, marked, with_serving
 from diagnostics.classify.verdict import judged_by_origin, judged_found, raised_as
 from diagnostics.model import Category, Diagnosis, Evidence, State
 from diagnostics.pack.catalogue import Found, load_catalogue
@@ -130,12 +133,17 @@ def with_tail(
     tail: Callable[[], Sequence[str]],
     pack: RulePack,
     redactor: Redactor = redact,
+    first_line: Callable[[], int] | None = None,
 ) -> Diagnosis:
     """``verdict`` as the log's last lines (``tail()``, raw, read at most once and only
-    when the verdict asks) tell it: :func:`~diagnostics.classify.serving.with_serving`,
-    then :func:`with_cut_message`."""
+    when the verdict asks; ``first_line()``: the number of the first of them) tell it:
+    :func:`~diagnostics.classify.serving.with_serving`, then :func:`with_cut_message`,
+    then :func:`with_bare_message`."""
     lines = cache(tail)
-    return with_cut_message(with_serving(verdict, lines, pack), lines, pack, redactor)
+    verdict = with_cut_message(with_serving(verdict, lines, pack), lines, pack, redactor)
+    if first_line is None:
+        return verdict
+    return with_bare_message(verdict, lines, first_line, pack, redactor)
 
 
 _NO_CAUSE = frozenset({"structure", "consequence", "shape"})
@@ -189,3 +197,62 @@ def _cut_cause(found: Found) -> bool:
     """A message read from inside it (not whole: the whole one is an exception line's or
     a log line's, which the rules read) that names a category."""
     return not found.whole and found.entry.category is not Category.OTHER
+
+
+# A log level on the line: a message logged (a warning, a notice), not raised.
+_LEVEL = re.compile(r"\b(?:DEBUG|INFO|NOTICE|WARN|WARNING|TRACE)\b")
+
+
+def with_bare_message(
+    verdict: Diagnosis,
+    tail: Callable[[], Sequence[str]],
+    first_line: Callable[[], int],
+    pack: RulePack,
+    redactor: Redactor = redact,
+) -> Diagnosis:
+    """``verdict``, or, when it is a start under way, the verdict of a message that one
+    of the catalogue's raise sites builds, naming a category, printed bare after the
+    start's last line under way: a paste of the message alone (its exception's class and
+    the traceback not kept, its start perhaps cut), so no rule reads it. vLLM raises it
+    and the start goes no further: the start failed with it. The earliest such line
+    decides; a line with a log level (a message logged, not raised) or that quotes code
+    (a frame's ``raise``) does not count. Its number: ``first_line()`` (the tail's first
+    line's, counted only then) plus its index."""
+    if verdict.state not in UNDER_WAY:
+        return verdict
+    lines = tail()
+    after = [(at, line) for at, line, mark in _until_marked(marked(lines, pack))]
+    catalogue = load_catalogue()
+    for at, line in reversed(after):  # the earliest first
+        clean = clean_raw(line)
+        if _LEVEL.search(clean) or "raise " in clean:
+            continue
+        text = normalize(line)
+        found = catalogue.lookup(text) or catalogue.lookup_ending(text)
+        if found is None or not _raised_cause(found):
+            continue
+        return judged_found(
+            pack.provenance,
+            found,
+            raised_as("", found),
+            f" (the log shows its message alone): {text.strip()}",
+            Evidence(first_line() + at, redactor(clean)),
+            redactor,
+        )
+    return verdict
+
+
+def _until_marked(
+    lines: Iterator[tuple[int, str, str | None]],
+) -> Iterator[tuple[int, str, str | None]]:
+    """The marked lines, last first, up to the first marked one."""
+    for item in lines:
+        if item[2] is not None:
+            return
+        yield item
+
+
+def _raised_cause(found: Found) -> bool:
+    """A message a raise site builds (not a logger's) that names a category."""
+    entry = found.entry
+    return not entry.exception.startswith("logger.") and entry.category is not Category.OTHER

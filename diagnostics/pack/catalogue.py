@@ -53,6 +53,7 @@ __all__ = ["MIN_CUT", "MIN_ENDING", "MIN_REWORDED", "Catalogue", "Entry", "Found
 
 FORMAT = 2
 _SPACES = re.compile(r"[ \t]{2,}")
+_ELIDED = re.compile(r"^\s*(?:\.{2,}|\u2026|\[\.\.\.\])")  # a paste's mark of a cut opening
 _MAX_CANDIDATES = 64  # templates checked for one text (a pair shared by more says little)
 _MAX_TEXT = 4096
 
@@ -98,7 +99,7 @@ class Catalogue:
     def lookup_ending(self, text: str) -> Found | None:
         """The catalogued message ``text`` begins inside and holds on to its end (a line
         that lost its start), or None (none, or an ambiguous one)."""
-        text = _SPACES.sub(" ", text[:_MAX_TEXT]).strip()
+        text = _SPACES.sub(" ", _ELIDED.sub("", text[:_MAX_TEXT])).strip()
         found: list[Found] = []
         for row, at in self._candidates(self._endings, text):
             reading = read_ending(_entry(row), row[10], row[11], at, text)

@@ -113,7 +113,11 @@ def _classify_attempts(
     offset, lines = _classify_file(stream, start, classifier, block_size)
     # a server at work whose ready marker was cut off, or a request's error in one
     verdict = with_tail(
-        classifier.diagnosis(), lambda: _tail(stream, start), pack, classifier.redact
+        classifier.diagnosis(),
+        lambda: _tail(stream, start),
+        pack,
+        classifier.redact,
+        lambda: _tail_line(stream, start),
     )
     if not verdict.failed or verdict.evidence is None:
         return verdict
@@ -187,6 +191,13 @@ def _tail(stream: BinaryIO, start: int) -> list[str]:
     stream.seek(at)
     lines = stream.read(end - at).decode("utf-8", "replace").splitlines()
     return lines[1:] if at > start else lines  # the first one read may be cut
+
+
+def _tail_line(stream: BinaryIO, start: int) -> int:
+    """The number of the first line :func:`_tail` gives."""
+    at = max(start, stream.seek(0, 2) - TAIL_BYTES)
+    before = fastpath.count_lines(stream, start, at)
+    return before + (2 if at > start else 1)  # the line ``at`` is in was dropped
 
 
 def _seekable(stream: BinaryIO) -> bool:

