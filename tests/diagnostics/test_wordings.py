@@ -2603,6 +2603,21 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # a library of the image refusing the image's Python, raised through a model's code
+    # (held-out RS): the image, not the model, every restart the same
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.12/site-packages/vllm/model_executor/models/commandr.py", '
+            "line 50, in <module>",
+            '  File "/usr/lib/python3.12/site-packages/torch/__init__.py", line 1801, in compile',
+            '    raise RuntimeError("Dynamo is not supported on Python 3.12+")',
+            "RuntimeError: Dynamo is not supported on Python 3.12+",
+        ],
+        "other",
+        True,
+    ),
+    (["RuntimeError: Python 3.12+ not yet supported for torch.compile"], "other", True),
     # torch 2.6+'s weights_only default refusing a pickled checkpoint
     (
         [
