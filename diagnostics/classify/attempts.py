@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import pairwise
 
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
 from diagnostics.model import Category, Diagnosis
+from diagnostics.pack.matching import Regex
 from diagnostics.pack.rules import Pattern, RulePack
 
 # Verdicts an attempt's own cause gives (not a consequence, a shape or a bare exit: a
@@ -110,23 +112,73 @@ def last_attempt_verdict(
     return later._replace(evidence=later.evidence._replace(line=line))
 
 
+@lru_cache(maxsize=8)
+def run_end_markers(pack: RulePack) -> tuple[Regex, ...]:
+    """The pack's patterns of a platform's report that a run ended (they capture
+    ``run_exit``: docker compose's "vllm-1 exited with code 1", RunPod's "worker exited
+    with exit code 1", supervisord's, systemd's), after which a process or container
+    restarted prints another run."""
+    return tuple(rx for rule in pack.rules for rx in rule.patterns if "(?P<run_exit>" in rx.pattern)
+
+
+def is_run_end(line: str, pack: RulePack) -> bool:
+    """Whether the raw ``line`` reports that a run ended."""
+    text = normalize(line)
+    return any(rx.search(text) for rx in run_end_markers(pack))
+
+
+# Reports on consecutive lines are one end (systemd's "Main process exited"
+# and "Failed with result" for one exit).
+_ONE_END = 1
+_RUNS_TRIED = 2
+RUN_ENDS_READ = 2 * _RUNS_TRIED  # the last reports a file's reader finds (ends of two lines)
+
+
+def after_run_ended(
+    verdict: Diagnosis,
+    ends: Sequence[int],
+    pack: RulePack,
+    classify_after: Callable[[int], Diagnosis],
+) -> Diagnosis:
+    """``verdict``, or a later run's: ``ends`` are the 1-based lines (in order) where the
+    platform reported that a run ended. A report after the verdict's evidence ended the
+    run that failed so; the process or container ran again after it. The last run that
+    failed on a cause of its own (:func:`decisive`; ``classify_after(line)``: the verdict
+    of the lines after ``line``, numbered from 1), tried from the last end on and then
+    the one before (the last run may be cut short), replaces it, whatever the earlier
+    failure was: the run it belonged to had ended."""
+    if not verdict.failed or verdict.evidence is None:
+        return verdict
+    after = [end for end in ends if end > verdict.evidence.line]
+    last_of_each = [e for e, then in pairwise(after) if then - e > _ONE_END] + after[-1:]
+    for end in reversed(last_of_each[-_RUNS_TRIED:]):
+        later = classify_after(end)
+        if decisive(later, pack):
+            assert later.evidence is not None
+            return later._replace(evidence=later.evidence._replace(line=later.evidence.line + end))
+    return verdict
+
+
 def last_attempt_of_lines(
     verdict: Diagnosis,
     lines: Sequence[str],
     pack: RulePack,
     classify: Callable[[Sequence[str]], Diagnosis],
+    classify_run: Callable[[Sequence[str]], Diagnosis],
 ) -> Diagnosis:
-    """:func:`last_attempt_verdict` for a log held as lines (``classify``: a fresh
-    classifier's verdict of some of them)."""
+    """:func:`last_attempt_verdict`, then :func:`after_run_ended`, for a log held as lines
+    (``classify``: a fresh classifier's verdict of some of them; ``classify_run``: of a
+    later run's, knowing the log's vLLM services)."""
     if not verdict.failed:
         return verdict
     at = next((i for i in reversed(range(len(lines))) if is_attempt_line(lines[i], pack)), None)
-    if at is None:
-        return verdict
-    return last_attempt_verdict(
-        verdict,
-        at + 1,
-        pack,
-        lambda: classify(lines[at:]),
-        lambda line: any(is_attempt_line(text, pack) for text in lines[: line - 1]),
-    )
+    if at is not None:
+        verdict = last_attempt_verdict(
+            verdict,
+            at + 1,
+            pack,
+            lambda: classify(lines[at:]),
+            lambda line: any(is_attempt_line(text, pack) for text in lines[: line - 1]),
+        )
+    ends = [i + 1 for i, line in enumerate(lines) if is_run_end(line, pack)]
+    return after_run_ended(verdict, ends, pack, lambda end: classify_run(lines[end:]))

@@ -79,6 +79,14 @@ class Classifier:
         self._wrapped: Wrapped | None = None
         self._services = Services()
 
+    def following(self) -> Classifier:
+        """A fresh classifier for a later part of the same log (another run): it knows
+        which compose services are vLLM's (a web UI's errors after vLLM exited are not
+        the next run's)."""
+        later = Classifier(self.pack, redactor=self.redact)
+        later._services.vllm = set(self._services.vllm)
+        return later
+
     @property
     def phase(self) -> State:
         return self._progress.phase
@@ -279,4 +287,5 @@ def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagno
     first = lambda: len(lines) - len(tail()) + 1  # noqa: E731
     verdict = with_tail(classifier.diagnosis(), tail, pack, classifier.redact, first)
     again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
-    return last_attempt_of_lines(verdict, lines, pack, again)
+    after = lambda some: classifier.following().feed_all(some).diagnosis()  # noqa: E731
+    return last_attempt_of_lines(verdict, lines, pack, again, after)

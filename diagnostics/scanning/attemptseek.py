@@ -10,7 +10,12 @@ from typing import BinaryIO
 
 import hyperscan
 
-from diagnostics.classify.attempts import attempt_markers, is_attempt_line
+from diagnostics.classify.attempts import (
+    attempt_markers,
+    is_attempt_line,
+    is_run_end,
+    run_end_markers,
+)
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.blockdb import _database
@@ -29,6 +34,54 @@ def _markers(pack: RulePack) -> hyperscan.Database | None:
         prefilter_head(prefilter_form(p.regex.pattern)).encode() for p in attempt_markers(pack)
     ]
     return _database(sources, hyperscan.HS_FLAG_ALLOWEMPTY) if sources else None
+
+
+@lru_cache(maxsize=8)
+def _run_ends(pack: RulePack) -> hyperscan.Database | None:
+    """The heads of the reports that a run ended (as :func:`_markers`)."""
+    sources = [prefilter_head(prefilter_form(rx.pattern)).encode() for rx in run_end_markers(pack)]
+    return _database(sources, hyperscan.HS_FLAG_ALLOWEMPTY) if sources else None
+
+
+def _is_run_end(pack: RulePack, line: bytes) -> bool:
+    return len(line) <= MAX_LINE and is_run_end(line.decode("utf-8", "replace"), pack)
+
+
+def last_run_ends(
+    stream: BinaryIO, start: int, pack: RulePack, count: int, chunk: int = 1 << 20
+) -> list[int]:
+    """The offsets of the last ``count`` lines of ``stream`` (its text begins at
+    ``start``) that report a run ended, in order, looked for in the last ``LOOK_BACK``
+    bytes."""
+    database = _run_ends(pack)
+    if database is None:
+        return []
+    end = stream.seek(0, 2)
+    floor = max(start, end - LOOK_BACK)
+    pos, carry, found, cut = end, b"", list[int](), False
+    while pos > floor and len(found) < count:
+        step = min(chunk, pos - floor)
+        pos -= step
+        stream.seek(pos)
+        data = stream.read(step) + carry
+        head = data.find(b"\n") + 1 if pos > start else 0
+        if pos > start and not head:  # all of it one line's end, still going on
+            carry, cut = (data, cut) if len(data) <= MAX_LINE else (b"\n", True)
+            continue
+        # the last line goes on in the blocks read before (``carry``), unless that was
+        # longer than MAX_LINE (``cut``: not one of these reports, left out)
+        hi = data.rfind(b"\n", 0, len(data) - 1) + 1 if cut else len(data)
+        # the line cut at the block's start goes on in the block before it (still the
+        # long one when no other line end came)
+        whole = head < len(data)
+        carry, cut = (data[:head], cut and not whole) if head <= MAX_LINE else (b"\n", True)
+        while len(found) < count and head < hi:
+            at = last_line(data, head, hi, database, partial(_is_run_end, pack))
+            if at is None or at < 0:  # none left, or a line too long to be one
+                break
+            found.append(pos + at)
+            hi = at
+    return sorted(found)
 
 
 def _is_attempt(pack: RulePack, line: bytes) -> bool:

@@ -23,16 +23,28 @@ from __future__ import annotations
 
 import codecs
 import io
+from itertools import pairwise
 from typing import BinaryIO
 
-from diagnostics.classify.attempts import before_any_start, decisive, last_attempt_verdict
+from diagnostics.classify.attempts import (
+    RUN_ENDS_READ,
+    after_run_ended,
+    before_any_start,
+    decisive,
+    last_attempt_verdict,
+)
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
-from diagnostics.scanning.attemptseek import attempt_before, attempt_starts, last_attempt
+from diagnostics.scanning.attemptseek import (
+    attempt_before,
+    attempt_starts,
+    last_attempt,
+    last_run_ends,
+)
 from diagnostics.scanning.order import console_head, going_back, looks_reversed, reversed_lines
 from diagnostics.scanning.sections import classify_sections, sectioned
 from diagnostics.scanning.streams import blocks, decoded, record_times
@@ -90,6 +102,41 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
 
 
 def _classify_attempts(
+    stream: BinaryIO, start: int, classifier: Classifier, block_size: int
+) -> Diagnosis:
+    """The file's verdict (:func:`_last_attempt_of_file`), or a later run's after the
+    platform reported the run that failed so ended (``after_run_ended``)."""
+    verdict = _last_attempt_of_file(stream, start, classifier, block_size)
+    if not verdict.failed:
+        return verdict
+    offsets = last_run_ends(stream, start, classifier.pack, RUN_ENDS_READ)
+    if not offsets:
+        return verdict
+    lines = [fastpath.count_lines(stream, start, offsets[0]) + 1]
+    for before, at in pairwise(offsets):
+        lines.append(lines[-1] + fastpath.count_lines(stream, before, at))
+    after = {line: _next_line(stream, at) for line, at in zip(lines, offsets, strict=True)}
+
+    def classify_after(line: int) -> Diagnosis:
+        later = classifier.following()
+        _classify_file(stream, after[line], later, block_size)
+        return later.diagnosis()
+
+    return after_run_ended(verdict, lines, classifier.pack, classify_after)
+
+
+def _next_line(stream: BinaryIO, at: int) -> int:
+    """The offset of the line after the one that begins at ``at``."""
+    stream.seek(at)
+    read = 0
+    while block := stream.read(1 << 16):
+        if (end := block.find(b"\n")) >= 0:
+            return at + read + end + 1
+        read += len(block)
+    return at + read
+
+
+def _last_attempt_of_file(
     stream: BinaryIO, start: int, classifier: Classifier, block_size: int
 ) -> Diagnosis:
     """The file's verdict; of several attempts, the last one's failure

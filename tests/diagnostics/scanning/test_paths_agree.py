@@ -70,9 +70,12 @@ def line_path(data: bytes, chunk: int = PIPE_READ):
         lines.append(line.decode("utf-8", "replace"))
         classifier.feed(lines[-1])
     # a tail of a server at work (the worker asks the server), or a request's error in one
-    verdict = with_tail(classifier.diagnosis(), lambda: tail_of(lines), PACK)
+    tail = lambda: tail_of(lines)  # noqa: E731
+    first = lambda: len(lines) - len(tail()) + 1  # noqa: E731
+    verdict = with_tail(classifier.diagnosis(), tail, PACK, first_line=first)
     again = lambda some: Classifier(PACK).feed_all(some).diagnosis()  # noqa: E731
-    return last_attempt_of_lines(verdict, lines, PACK, again)
+    after = lambda some: classifier.following().feed_all(some).diagnosis()  # noqa: E731
+    return last_attempt_of_lines(verdict, lines, PACK, again, after)
 
 
 def file_path(data: bytes, block_size: int = 1 << 20):

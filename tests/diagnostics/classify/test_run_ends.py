@@ -1,0 +1,144 @@
+"""A platform's report that a run ended (docker compose's "vllm-1 exited with code 1",
+RunPod's "worker exited with exit code 1", supervisord's, systemd's, honcho's, an IDE's)
+ends the run whose failure came before it: the process or container ran again after it,
+and that later run's own cause is the verdict, whatever the earlier one was
+(diagnostics.classify.attempts.after_run_ended). Built combinations through both paths,
+and the file path's backward search against a line-by-line reading."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+
+from diagnostics.classify.attempts import is_run_end
+from diagnostics.model import Category
+from diagnostics.scanning import attemptseek
+from diagnostics.scanning.attemptseek import last_run_ends
+from tests.support.packs import both_paths, shipped_pack
+
+ENDS = {
+    "compose": ["vllm-1 exited with code 1"],
+    "runpod": ["2024-10-02 14:53:35.007 [info] worker exited with exit code 1"],
+    "supervisord": ["2024-05-01 10:00:03,114 WARN exited: vllm (exit status 1; not expected)"],
+    "systemd": [
+        "May 01 10:00:03 gpu1 systemd[1]: vllm.service: Main process exited, code=exited, "
+        "status=1/FAILURE",
+        "May 01 10:00:03 gpu1 systemd[1]: vllm.service: Failed with result 'exit-code'.",
+    ],
+    "honcho": ["10:00:03 system | vllm.1 stopped (rc=1)"],
+    "ide": ["Process finished with exit code 1"],
+}
+EARLIER = {
+    "gated": (
+        [
+            "OSError: You are trying to access a gated repo.",
+            "Access to model meta-llama/Llama-3.1-8B-Instruct is restricted. You must have "
+            "access to it and be authenticated to access it. Please log in.",
+        ],
+        Category.GATED_MODEL,
+    ),
+    "disk": (["OSError: [Errno 28] No space left on device"], Category.OTHER),
+    "network": (
+        [
+            "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', "
+            "port=443): Max retries exceeded with url: /api/models/x (Caused by "
+            "NameResolutionError(\"Failed to resolve 'huggingface.co'\"))"
+        ],
+        Category.NETWORK,
+    ),
+}
+LATER = [
+    "INFO 10-02 15:09:34 api_server.py:839] vLLM API server version 0.6.0",
+    "api_server.py: error: argument --tool-call-parser: invalid choice: 'llama3_json' "
+    "(choose from 'mistral', 'hermes')",
+]
+LOADING = "INFO 10-02 15:09:40 model_runner.py:1008] Starting to load model /models/x..."
+
+
+@pytest.mark.parametrize("end", ENDS)
+@pytest.mark.parametrize("earlier", EARLIER)
+def test_the_run_after_the_report_decides(end, earlier):
+    failure, _ = EARLIER[earlier]
+    lines = [*failure, *ENDS[end], *LATER, *ENDS[end]]
+    verdict = both_paths(lines)
+    assert verdict.category is Category.BAD_CONFIG
+    assert verdict.evidence is not None
+    assert verdict.evidence.line == len(failure) + len(ENDS[end]) + 2
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_a_last_run_cut_short_leaves_the_earlier_failure(end):
+    failure, category = EARLIER["gated"]
+    lines = [*failure, *ENDS[end], LATER[0], LOADING]
+    assert both_paths(lines).category is category
+    lines = [*failure, *ENDS[end], *ENDS[end], LATER[0]]  # nothing of its own either
+    assert both_paths(lines).category is category
+
+
+def test_the_run_before_a_last_one_cut_short_decides():
+    failure, _ = EARLIER["disk"]
+    end = ENDS["compose"]
+    lines = [*failure, *end, *LATER, *end, LATER[0], LOADING]
+    assert both_paths(lines).category is Category.BAD_CONFIG
+
+
+def test_a_web_uis_errors_after_vllm_exited_are_not_another_run():
+    """A compose service that is not vLLM's goes on after vLLM's exit: its complaints
+    are what vLLM's failure caused, not a later run of vLLM."""
+    lines = [
+        "vllm-1        | INFO 10-02 15:09:34 api_server.py:839] vLLM API server version 0.6.0",
+        "vllm-1        | OSError: You are trying to access a gated repo.",
+        "vllm-1 exited with code 1",
+        "open-webui-1  | ERROR [open_webui.routers.openai] Connection error: Cannot connect "
+        "to host vllm:8000 ssl:default [Name or service not known]",
+        "open-webui-1  | requests.exceptions.ConnectionError: HTTPConnectionPool(host='vllm', "
+        "port=8000): Max retries exceeded with url: /v1/models",
+    ]
+    assert both_paths(lines).category is Category.GATED_MODEL
+
+
+def test_a_report_before_the_failure_changes_nothing():
+    failure, category = EARLIER["gated"]
+    lines = [*LATER[:1], *ENDS["compose"], LATER[0], *failure]
+    assert both_paths(lines).category is category
+
+
+def test_only_the_platforms_reports_end_a_run():
+    pack = shipped_pack()
+    assert all(is_run_end(line, pack) for lines in ENDS.values() for line in lines)
+    for line in [
+        "ERROR 06-19 09:30:14 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid "
+        "70217 died, exit code: -15",  # vLLM's own worker, inside the run
+        "vllm-1 exited with code 0",  # a clean stop
+        "a93c1f07e2d4   vllm/vllm-openai:v0.8.5   Exited (137) 11 minutes ago   qwen",
+    ]:
+        assert not is_run_end(line, pack)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_backward_search_finds_the_last_reports_as_a_line_reading_does(seed, monkeypatch):
+    """Blocks of a few bytes, lines longer than MAX_LINE (made small here), no final line
+    end: the offsets are those of the last reports a line-by-line reading finds."""
+    monkeypatch.setattr(attemptseek, "MAX_LINE", 64)
+    pack = shipped_pack()
+    rnd = random.Random(seed)
+    pieces = [
+        *ENDS["compose"],
+        *ENDS["systemd"],
+        "INFO 10-02 15:09:34 api_server.py:839] vLLM API server version 0.6.0",
+        "x" * 100 + " vllm-1 exited with code 1",  # too long to be read as one
+        "vllm-1 exited with code 1 " + "x" * 100,
+        "",
+    ]
+    lines = [rnd.choice(pieces) for _ in range(rnd.randint(1, 30))]
+    data = "\n".join(lines).encode() + (b"\n" if rnd.random() < 0.5 else b"")
+    offsets, at = [], 0
+    for line in data.split(b"\n"):
+        if len(line) <= 64 and is_run_end(line.decode(), pack):
+            offsets.append(at)
+        at += len(line) + 1
+    count = rnd.randint(1, 4)
+    found = last_run_ends(io.BytesIO(data), 0, pack, count, chunk=rnd.randint(3, 40))
+    assert found == offsets[-count:]
