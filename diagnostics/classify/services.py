@@ -160,11 +160,12 @@ def _name(found: re.Match[str]) -> str | None:
 
 @cache
 def _access_line() -> re.Pattern[str]:
-    # uvicorn's access line: '%s - "%s %s HTTP/%s" %d %s' (client host:port first); a
+    # uvicorn's access line: '%s - "%s %s HTTP/%s" %d %s' (client host:port first; a
+    # server's own format may put a field or two after it: KServe's "10.0.0.1:38866 1 -"); a
     # client's log of its request to an OpenAI-style server (httpx: 'HTTP Request: %s %s
     # "%s %d %s"'), whose paths (/v1/..., /health) are never the hub's.
     return re.compile(
-        r'\S+:\d+ - "[A-Z]{3,7} \S+ HTTP/\d(?:\.\d)?" \d{3}\b'
+        r'\S+:\d+(?: [\w.\-]+){0,2} - "[A-Z]{3,7} \S+ HTTP/\d(?:\.\d)?" \d{3}\b'
         r"|HTTP Request: [A-Z]{3,7} \S+?/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
         r'\S* "HTTP/\d(?:\.\d)? \d{3}\b'
         # urllib3's report of a client that could not reach it (a web UI, a task queue

@@ -459,6 +459,20 @@ def test_a_server_access_line_is_never_a_cause(status, prefix):
         assert diagnosis.state is State.READY, (status, diagnosis.rule)
 
 
+@pytest.mark.parametrize("status", ACCESS_STATUSES)
+def test_an_access_line_with_a_servers_own_field_is_never_a_cause(status):
+    """A server's access format may put a field after the client (KServe's "1" before
+    the dash, held-out RU): still its answer to a client."""
+    lines = [
+        "INFO 11-12 09:14:28 model_runner.py:1523] Graph capturing finished in 12 secs.",
+        "2024-11-12 09:14:28.517 uvicorn.error INFO:     Application startup complete.",
+        "2024-11-12 09:15:41.009 uvicorn.access INFO:     10.244.1.14:38866 1 - "
+        f'"POST /openai/v1/chat/completions HTTP/1.1" {status}',
+    ]
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.state is State.READY, (status, diagnosis.rule)
+
+
 @pytest.mark.parametrize("path", ["/v1/models", "/health", "/v1/chat/completions"])
 def test_a_client_that_cannot_reach_vllms_api_is_not_the_hub(path):
     """urllib3's report of a client waiting for vLLM (a task queue's warm-up, a web UI):
