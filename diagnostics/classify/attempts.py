@@ -117,8 +117,12 @@ def run_end_markers(pack: RulePack) -> tuple[Regex, ...]:
     """The pack's patterns of a platform's report that a run ended (they capture
     ``run_exit``: docker compose's "vllm-1 exited with code 1", RunPod's "worker exited
     with exit code 1", supervisord's, systemd's), after which a process or container
-    restarted prints another run."""
-    return tuple(rx for rule in pack.rules for rx in rule.patterns if "(?P<run_exit>" in rx.pattern)
+    restarted prints another run; and of a shell prompt printing another log (the
+    ``recording`` phase: "$ kubectl logs ...", "$ docker logs ..."), another recording."""
+    exits = tuple(
+        rx for rule in pack.rules for rx in rule.patterns if "(?P<run_exit>" in rx.pattern
+    )
+    return exits + pack.recording
 
 
 def is_run_end(line: str, pack: RulePack) -> bool:
@@ -131,6 +135,10 @@ def is_run_end(line: str, pack: RulePack) -> bool:
 # and "Failed with result" for one exit).
 _ONE_END = 1
 _RUNS_TRIED = 2
+# Failures to fetch the model: a later run (or recording) that then finds no model
+# (an init container's download refused, then vLLM's "Invalid repository ID or local
+# directory") shows what they left, not a cause of its own.
+_FETCHING = frozenset({Category.GATED_MODEL, Category.NETWORK, Category.MODEL_NOT_FOUND})
 RUN_ENDS_READ = 2 * _RUNS_TRIED  # the last reports a file's reader finds (ends of two lines)
 
 
@@ -146,13 +154,16 @@ def after_run_ended(
     failed on a cause of its own (:func:`decisive`; ``classify_after(line)``: the verdict
     of the lines after ``line``, numbered from 1), tried from the last end on and then
     the one before (the last run may be cut short), replaces it, whatever the earlier
-    failure was: the run it belonged to had ended."""
+    failure was (the run it belonged to had ended), but a model found missing after the
+    earlier run failed to fetch it."""
     if not verdict.failed or verdict.evidence is None:
         return verdict
     after = [end for end in ends if end > verdict.evidence.line]
     last_of_each = [e for e, then in pairwise(after) if then - e > _ONE_END] + after[-1:]
     for end in reversed(last_of_each[-_RUNS_TRIED:]):
         later = classify_after(end)
+        if later.category is Category.MODEL_NOT_FOUND and verdict.category in _FETCHING:
+            return verdict  # the model the earlier failure did not fetch is missing
         if decisive(later, pack):
             assert later.evidence is not None
             return later._replace(evidence=later.evidence._replace(line=later.evidence.line + end))

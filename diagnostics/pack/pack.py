@@ -26,7 +26,12 @@ PHASES = {
     # the end of a log with no ready marker left in it (diagnostics.classify.serving),
     # never by the line scan (hours of request logs stay lines no pattern matches)
     "serving": State.READY,
+    # a shell prompt running a command that prints a log (kubectl logs, docker logs,
+    # journalctl, cat of a .log file): what follows it is another recording, read only
+    # by the attempts pass (diagnostics.classify.attempts), never by the line scan
+    "recording": None,
 }
+_NOT_SCANNED = frozenset({"serving", "recording"})
 TRACEBACK_START = r"Traceback \(most recent call last\)"
 # Lines only a Python traceback prints: a frame (standard or IPython), the code line of
 # a raise, the position markers of Python 3.11+. They show a traceback whose header
@@ -154,9 +159,10 @@ class RulePack:
         self.files = files
         self.patterns: list[Pattern] = []
         for index, p in enumerate(phases):
-            if p.phase != "serving":
+            if p.phase not in _NOT_SCANNED:
                 self.patterns += [Pattern("phase", index, rx) for rx in p.patterns]
         self.serving = tuple(rx for p in phases if p.phase == "serving" for rx in p.patterns)
+        self.recording = tuple(rx for p in phases if p.phase == "recording" for rx in p.patterns)
         # the markers of a start under way: their indexes in the line database (a line
         # they may hit is found by one scan, then confirmed by its regex)
         self.under_way = frozenset(

@@ -29,6 +29,11 @@ ENDS = {
     ],
     "honcho": ["10:00:03 system | vllm.1 stopped (rc=1)"],
     "ide": ["Process finished with exit code 1"],
+    # a shell prompt printing another log: another recording begins
+    "kubectl-logs": ["$ kubectl -n llm-prod logs llama-vllm-0 --previous"],
+    "docker-logs": ["user@gpu-box:~$ docker logs vllm 2>&1 | tail -n 40"],
+    "journalctl": ["$ sudo journalctl -u vllm --since today"],
+    "cat-log": ["$ cat /var/log/vllm/server.log"],
 }
 EARLIER = {
     "gated": (
@@ -105,6 +110,20 @@ def test_a_report_before_the_failure_changes_nothing():
     assert both_paths(lines).category is category
 
 
+@pytest.mark.parametrize("end", ["compose", "kubectl-logs"])
+def test_a_model_found_missing_after_a_failure_to_fetch_it_is_what_that_left(end):
+    """An init container's download refused, then vLLM's "Invalid repository ID or local
+    directory" for the folder it was to fill: the refusal is the cause."""
+    failure, category = EARLIER["gated"]
+    lines = [
+        *failure,
+        *ENDS[end],
+        "INFO 08-20 12:01:33 [api_server.py:1805] vLLM API server version 0.10.1.1",
+        "ValueError: Invalid repository ID or local directory specified: '/models/x'.",
+    ]
+    assert both_paths(lines).category is category
+
+
 def test_only_the_platforms_reports_end_a_run():
     pack = shipped_pack()
     assert all(is_run_end(line, pack) for lines in ENDS.values() for line in lines)
@@ -113,6 +132,8 @@ def test_only_the_platforms_reports_end_a_run():
         "70217 died, exit code: -15",  # vLLM's own worker, inside the run
         "vllm-1 exited with code 0",  # a clean stop
         "a93c1f07e2d4   vllm/vllm-openai:v0.8.5   Exited (137) 11 minutes ago   qwen",
+        "$ kubectl get pods -n llm-prod",  # not a log
+        "# logs of the prod pod below",  # a comment, not a root prompt
     ]:
         assert not is_run_end(line, pack)
 

@@ -182,6 +182,7 @@ def test_the_shipped_pack_loads_without_a_path():
         "loading",
         "ready",
         "serving",
+        "recording",
         "stopping",
     }
 
