@@ -24,6 +24,9 @@ from diagnostics.scanning.readyseek import last_line
 from diagnostics.scanning.streams import MAX_LINE
 
 LOOK_BACK = 64 << 20
+# How far back the last reports that a run ended are looked for: a failed run's start-up
+# output is a few MiB at most, and only the last runs after the failure count.
+RUN_LOOK_BACK = 4 << 20
 
 
 @lru_cache(maxsize=8)
@@ -38,9 +41,20 @@ def _markers(pack: RulePack) -> hyperscan.Database | None:
 
 @lru_cache(maxsize=8)
 def _run_ends(pack: RulePack) -> hyperscan.Database | None:
-    """The heads of the reports that a run ended (as :func:`_markers`)."""
-    sources = [prefilter_head(prefilter_form(rx.pattern)).encode() for rx in run_end_markers(pack)]
-    return _database(sources, hyperscan.HS_FLAG_ALLOWEMPTY) if sources else None
+    """The heads of the reports that a run ended (as :func:`_markers`); keyed on the
+    pack's key when it has one (reading the heads off the patterns costs more than
+    loading the database)."""
+    markers = run_end_markers(pack)
+    if not markers:
+        return None
+
+    def heads() -> list[bytes]:
+        return [prefilter_head(prefilter_form(rx.pattern)).encode() for rx in markers]
+
+    if pack.key is None:
+        return _database(heads(), hyperscan.HS_FLAG_ALLOWEMPTY)
+    key = [b"run ends of pack " + pack.key.encode()]
+    return _database(key, hyperscan.HS_FLAG_ALLOWEMPTY, expressions=heads)
 
 
 def _is_run_end(pack: RulePack, line: bytes) -> bool:
@@ -51,13 +65,13 @@ def last_run_ends(
     stream: BinaryIO, start: int, pack: RulePack, count: int, chunk: int = 1 << 20
 ) -> list[int]:
     """The offsets of the last ``count`` lines of ``stream`` (its text begins at
-    ``start``) that report a run ended, in order, looked for in the last ``LOOK_BACK``
-    bytes."""
+    ``start``) that report a run ended, in order, looked for in the last
+    ``RUN_LOOK_BACK`` bytes."""
     database = _run_ends(pack)
     if database is None:
         return []
     end = stream.seek(0, 2)
-    floor = max(start, end - LOOK_BACK)
+    floor = max(start, end - RUN_LOOK_BACK)
     pos, carry, found, cut = end, b"", list[int](), False
     while pos > floor and len(found) < count:
         step = min(chunk, pos - floor)
