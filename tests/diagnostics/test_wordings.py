@@ -2603,6 +2603,15 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # NCCL's result by its C name, as CuPy raises it (held-out SA)
+    (
+        [
+            "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_UNHANDLED_CUDA_ERROR: "
+            "unhandled cuda error"
+        ],
+        "cuda_fault",
+        False,
+    ),
     # a library of the image refusing the image's Python, raised through a model's code
     # (held-out RS): the image, not the model, every restart the same
     (
