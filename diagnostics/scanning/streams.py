@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import codecs
 import json
-import re
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, Protocol
 
 from diagnostics.redaction.redact import safe_cut_bytes
+from diagnostics.scanning.pastes import undone
 
 # A longer "line" is read as pieces of at most this size (the worker's pipe reader too).
 MAX_LINE = 1 << 20
@@ -71,33 +71,6 @@ class _Transformed:
 
     def read(self, size: int = -1, /) -> bytes:
         return self._change(self._stream.read(size))
-
-
-# A screenshot's text (OCR): gaps between words doubled (in a log, most are one space),
-# a space before a colon or comma; read single-spaced, as vLLM printed it.
-_GAPS = (re.compile(rb"\S  \S"), re.compile(rb"\S \S"))
-_OCR = ((re.compile(rb"(?<=\S)  (?=\S)"), b" "), (re.compile(rb"(?<=[\w\"')]) (?=[:,] )"), b""))
-
-
-def _single_spaced(data: bytes) -> bytes:
-    for pattern, by in _OCR:
-        data = pattern.sub(by, data)
-    return data
-
-
-_DOUBLED = re.compile(rb"  (?=\S)")  # the gap first: found by a literal search
-
-
-def _doubled_gaps(data: bytes) -> int:
-    """``len(_GAPS[0].findall(data))``, five times faster: each gap followed by a
-    non-space, counted when a non-space before it is not the end of the gap counted
-    before (findall's matches do not overlap)."""
-    count, free = 0, 0  # free: where an uncounted non-space may begin
-    for found in _DOUBLED.finditer(data):
-        at = found.start()
-        if at > free and not data[at - 1 : at].isspace():
-            count, free = count + 1, at + 3
-    return count
 
 
 class _JsonLines:
@@ -213,9 +186,8 @@ def decoded(first: bytes, stream: BinaryIO, block_size: int) -> tuple[bytes, Rea
     if b"\n" not in first and b"\r" in first:
         reader = _Transformed(reader, lambda data: data.replace(b"\r", b"\n"))
         first = first.replace(b"\r", b"\n")
-    head = first[:_MAC_PROBE]
-    if (gaps := _doubled_gaps(head)) >= 16 and gaps > 4 * len(_GAPS[1].findall(head)):
-        reader, first = _Transformed(reader, _single_spaced), _single_spaced(first)  # OCR
+    for undo in undone(first[:_MAC_PROBE]):  # a screenshot's OCR, HTML escaping
+        reader, first = _Transformed(reader, undo), undo(first)
     while first.lstrip().startswith(b"{") and b"\n" not in first and len(first) < _MAC_PROBE:
         more = reader.read(_MAC_PROBE)  # the whole first line, to tell the format
         if not more:

@@ -7,12 +7,14 @@ import io
 import json
 from collections.abc import Callable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diagnostics.pack.rules import load_pack
+from diagnostics.scanning.pastes import _GAPS, _doubled_gaps
 from diagnostics.scanning.scan import classify_stream
-from diagnostics.scanning.streams import _GAPS, MAX_LINE, _doubled_gaps, decoded
+from diagnostics.scanning.streams import MAX_LINE, decoded
 
 LINES = [
     "INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.0",
@@ -180,3 +182,58 @@ def test_the_doubled_gap_count_is_the_regex_count(data):
     """The OCR check's count of doubled gaps, found from the gaps, is the count of the
     non-overlapping matches it replaces."""
     assert _doubled_gaps(data) == len(_GAPS[0].findall(data))
+
+
+_ESCAPED_LINES = [
+    "INFO 08-21 22:14:40 api_server.py:339] vLLM API server version 0.5.4",
+    "INFO 08-21 22:14:40 api_server.py:340] args: Namespace(model='microsoft/Phi-3.5-MoE-"
+    "instruct', trust_remote_code=True, tensor_parallel_size=2)",
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/arg_utils.py", line 762, in '
+    "create_engine_config",
+    '  File "/usr/local/lib/python3.10/dist-packages/vllm/model_executor/models/__init__.py", '
+    "line 186, in _raise_for_unsupported",
+    "    raise ValueError(",
+    "ValueError: Model architectures ['PhiMoEForCausalLM'] are not supported for now. "
+    "Supported architectures: ['LlamaForCausalLM', 'MixtralForCausalLM', 'Phi3ForCausalLM']",
+]
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_an_html_escaped_paste_is_read_as_the_log_it_escapes(quoted):
+    """A page's source or an e-mail (&quot;, &#39;, a reply's "&gt; " quote marker; held-
+    out SE): read as the log it escapes, in any block size."""
+    import html
+
+    pack = load_pack()
+    plain = classify_stream(io.BytesIO("\n".join(_ESCAPED_LINES).encode()), pack)
+    assert plain.category == "model_requirement"
+    escaped = "\n".join(("> " if quoted else "") + line for line in _ESCAPED_LINES)
+    data = ("<pre><code>" + html.escape(escaped) + "</code></pre>").encode()
+    verdict = classify_stream(io.BytesIO(data), pack)
+    assert (verdict.category, verdict.rule) == (plain.category, plain.rule)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_an_entity_cut_between_two_reads_is_unescaped(cuts):
+    """Read after read, an entity cut at the end of one read is completed by the next."""
+    import html
+
+    from diagnostics.scanning.pastes import _Unescaped
+
+    text = "x &quot;a&quot; &#39;b&#x27; &gt; &lt;&amp;&nbsp;c &amp d&" * 3
+    data, out, at, undo = text.encode(), b"", 0, _Unescaped()
+    for cut in cuts:
+        out += undo(data[at : at + cut])
+        at += cut
+    out += undo(data[at:]) + undo(b"")
+    assert out.decode() == html.unescape(text).replace("\xa0", " ")
+
+
+def test_a_log_with_a_few_entities_of_its_own_is_left_alone():
+    """A URL's "&amp;" or a template's "&gt;" in a plain log is the log's own text."""
+    from diagnostics.scanning.pastes import undone
+
+    text = "\n".join(_ESCAPED_LINES + ['GET /v1/models?a=1&amp;b=2 "x" <y>'] * 3).encode()
+    assert undone(text) == []
