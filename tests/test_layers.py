@@ -20,6 +20,7 @@ DIAGNOSTICS = {
     "diagnostics.pack",
     "diagnostics.classify",
     "diagnostics.scanning",
+    "diagnostics.formats",
     "diagnostics.command",
     "diagnostics",  # the package's own re-exports
 }
@@ -29,11 +30,13 @@ ALLOWED: dict[str, set[str]] = {
     "diagnostics.redaction": set(),
     "diagnostics.pack": {"diagnostics.model"},
     "diagnostics.classify": {"diagnostics.model", "diagnostics.pack", "diagnostics.redaction"},
+    "diagnostics.formats": {"diagnostics.classify", "diagnostics.redaction"},
     "diagnostics.scanning": {
         "diagnostics.model",
         "diagnostics.pack",
         "diagnostics.classify",
         "diagnostics.redaction",
+        "diagnostics.formats",
     },
     "diagnostics.command": DIAGNOSTICS,
     "diagnostics.__init__": DIAGNOSTICS,

@@ -79,14 +79,6 @@ class Classifier:
         self._wrapped: Wrapped | None = None
         self._services = Services()
 
-    def following(self) -> Classifier:
-        """A fresh classifier for a later part of the same log (another run): it knows
-        which compose services are vLLM's (a web UI's errors after vLLM exited are not
-        the next run's)."""
-        later = Classifier(self.pack, redactor=self.redact)
-        later._services.vllm = set(self._services.vllm)
-        return later
-
     @property
     def phase(self) -> State:
         return self._progress.phase
@@ -223,6 +215,15 @@ class Classifier:
         return self._progress.enter(name)
 
 
+def following(classifier: Classifier) -> Classifier:
+    """A fresh classifier for a later part of the same log (another run): it knows which
+    compose services are vLLM's (a web UI's errors after vLLM exited are not the next
+    run's)."""
+    later = Classifier(classifier.pack, redactor=classifier.redact)
+    later._services.vllm = set(classifier._services.vllm)
+    return later
+
+
 # The phases of a start in their order (a later one: the start went on).
 _ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
 
@@ -287,5 +288,5 @@ def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagno
     first = lambda: len(lines) - len(tail()) + 1  # noqa: E731
     verdict = with_tail(classifier.diagnosis(), tail, pack, classifier.redact, first)
     again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
-    after = lambda some: classifier.following().feed_all(some).diagnosis()  # noqa: E731
+    after = lambda some: following(classifier).feed_all(some).diagnosis()  # noqa: E731
     return last_attempt_of_lines(verdict, lines, pack, again, after)

@@ -8,7 +8,7 @@ or ``[rank0]:``, vLLM's own ``LEVEL MM-DD HH:MM:SS [file.py:N]`` header, and wha
 paste adds: ``> `` quote markers, leading line numbers (``12 | ``, ``12: ``, ``12<TAB>``)
 and Windows line ends, also after an indent the whole paste has (a Markdown code block);
 a container runtime's log prefix (CRI: ``<time> stderr F``; docker's JSON lines are read
-as their lines by :mod:`diagnostics.scanning.streams`). Lines hard-wrapped at a
+as their lines by :mod:`diagnostics.formats.streams`). Lines hard-wrapped at a
 terminal's width are joined by the classifier (:func:`wrapped_at_width` tells which lines
 look cut). The raw line is kept
 by the caller for evidence; this module only computes the text the rules see.

@@ -16,12 +16,12 @@ from diagnostics.classify.attempts import (
     is_run_end,
     run_end_markers,
 )
+from diagnostics.formats.streams import MAX_LINE
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.blockdb import _database
 from diagnostics.scanning.prefilter import prefilter_head
 from diagnostics.scanning.readyseek import last_line
-from diagnostics.scanning.streams import MAX_LINE
 
 LOOK_BACK = 64 << 20
 # How far back the last reports that a run ended are looked for: a failed run's start-up

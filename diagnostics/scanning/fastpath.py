@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterable
 import hyperscan
 
 from diagnostics.classify.classifier import Classifier
+from diagnostics.formats.streams import Piece
 from diagnostics.model import State
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.blockdb import Scanner, Standing, narrowed, relevant_ids, scanner
@@ -60,7 +61,6 @@ from diagnostics.scanning.phasecontext import context_before, needed_context
 from diagnostics.scanning.prefilter import prefilter_head
 from diagnostics.scanning.readyseek import Plan, Restart, count_lines, plan, restart_point
 from diagnostics.scanning.skipping import _quiet_lines
-from diagnostics.scanning.streams import Piece
 
 # The passes and helpers live in their own modules; they stay importable from here.
 __all__ = [

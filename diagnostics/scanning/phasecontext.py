@@ -12,11 +12,11 @@ from diagnostics.classify.chosen import SETTINGS
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.normalize import normalize
 from diagnostics.classify.verdict import refinable
+from diagnostics.formats.streams import MAX_LINE
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack, template_fields
 from diagnostics.scanning.blockdb import _database, _ids_in
 from diagnostics.scanning.blocktext import _always_passed, _line_starts, _text
-from diagnostics.scanning.streams import MAX_LINE
 
 
 def needed_context(classifier: Classifier) -> set[str]:

@@ -11,10 +11,10 @@ import hyperscan
 
 from diagnostics.classify.normalize import normalize, wrapped_at_width
 from diagnostics.classify.services import service_of
+from diagnostics.formats.streams import MAX_LINE
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.blockdb import Scanner, _ids_in, scanner
 from diagnostics.scanning.skipping import _nothing_relevant
-from diagnostics.scanning.streams import MAX_LINE
 
 
 def is_ready_line(line: bytes, scan: Scanner) -> bool:

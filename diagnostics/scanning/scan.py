@@ -11,7 +11,7 @@ skipped unread. The result is the same as feeding every line to the classifier.
 
 Memory is bounded and time linear whatever the input: a line longer than
 ``streams.MAX_LINE`` is read as pieces (as the worker reads vLLM's pipe), UTF-16/32
-logs are decoded, CR-only logs use CR as line end (see :mod:`diagnostics.scanning.streams`).
+logs are decoded, CR-only logs use CR as line end (see :mod:`diagnostics.formats.streams`).
 
 RunPod's console exports list the newest line first, and so do other collectors'
 exports (CloudWatch Logs Insights, gcloud logging read: their timestamps go back in
@@ -33,9 +33,11 @@ from diagnostics.classify.attempts import (
     decisive,
     last_attempt_verdict,
 )
-from diagnostics.classify.classifier import Classifier
+from diagnostics.classify.classifier import Classifier, following
 from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail
+from diagnostics.formats.order import console_head, going_back, looks_reversed, reversed_lines
+from diagnostics.formats.streams import blocks, decoded, record_times
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
@@ -45,9 +47,7 @@ from diagnostics.scanning.attemptseek import (
     last_attempt,
     last_run_ends,
 )
-from diagnostics.scanning.order import console_head, going_back, looks_reversed, reversed_lines
 from diagnostics.scanning.sections import classify_sections, sectioned
-from diagnostics.scanning.streams import blocks, decoded, record_times
 
 BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
 # A log this big is first judged by its last attempt alone (a crash loop captured):
@@ -118,7 +118,7 @@ def _classify_attempts(
     after = {line: _next_line(stream, at) for line, at in zip(lines, offsets, strict=True)}
 
     def classify_after(line: int) -> Diagnosis:
-        later = classifier.following()
+        later = following(classifier)
         _classify_file(stream, after[line], later, block_size)
         return later.diagnosis()
 

@@ -12,9 +12,9 @@ import re
 
 from diagnostics.classify.classifier import Classifier, classify_lines
 from diagnostics.classify.services import SECTION
+from diagnostics.formats.streams import LineSplitter, Reader
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
-from diagnostics.scanning.streams import LineSplitter, Reader
 
 # A header at the start of a line of the first 64 kB: services.SECTION, in bytes.
 _HEADER = re.compile(SECTION.pattern.encode(), re.MULTILINE)

@@ -32,7 +32,7 @@ from typing import Any
 
 import structlog
 
-from diagnostics.scanning.streams import LineSplitter
+from diagnostics.formats.streams import LineSplitter
 
 log = structlog.get_logger("worker.vllm_process")
 

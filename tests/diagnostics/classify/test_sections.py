@@ -10,10 +10,10 @@ import io
 import pytest
 
 from diagnostics import classify_lines
+from diagnostics.formats.streams import MAX_LINE, LineSplitter
 from diagnostics.model import State
 from diagnostics.scanning import sections
 from diagnostics.scanning.scan import classify_stream
-from diagnostics.scanning.streams import MAX_LINE, LineSplitter
 from tests.support.packs import both_paths, shipped_pack
 
 VLLM = [

@@ -18,12 +18,12 @@ import hyperscan
 import pytest
 
 from diagnostics.classify.classifier import Classifier
+from diagnostics.formats.streams import LineSplitter
 from diagnostics.pack import dbcache, matching
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.scan import classify_stream
-from diagnostics.scanning.streams import LineSplitter
 from tests.diagnostics.cases import FIXTURES
 from tests.support.packs import shipped_pack
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from diagnostics.classify.attempts import last_attempt_of_lines
-from diagnostics.classify.classifier import Classifier
+from diagnostics.classify.classifier import Classifier, following
 from diagnostics.classify.serving import tail_of
 from diagnostics.classify.unmatched import with_tail
+from diagnostics.formats.order import looks_reversed
+from diagnostics.formats.streams import LineSplitter, _is_json_log
 from diagnostics.pack.rules import load_pack
-from diagnostics.scanning.order import looks_reversed
 from diagnostics.scanning.scan import classify_stream
-from diagnostics.scanning.streams import LineSplitter, _is_json_log
 from tests.diagnostics.cases import FIXTURES
 from tests.support.packs import shipped_pack
 
@@ -74,7 +74,7 @@ def line_path(data: bytes, chunk: int = PIPE_READ):
     first = lambda: len(lines) - len(tail()) + 1  # noqa: E731
     verdict = with_tail(classifier.diagnosis(), tail, PACK, first_line=first)
     again = lambda some: Classifier(PACK).feed_all(some).diagnosis()  # noqa: E731
-    after = lambda some: classifier.following().feed_all(some).diagnosis()  # noqa: E731
+    after = lambda some: following(classifier).feed_all(some).diagnosis()  # noqa: E731
     return last_attempt_of_lines(verdict, lines, PACK, again, after)
 
 

@@ -6,7 +6,7 @@ import asyncio
 import os
 import sys
 
-from diagnostics.scanning.streams import MAX_LINE
+from diagnostics.formats.streams import MAX_LINE
 from tests.support.vllm_env import group_alive
 from worker.supervision.vllm_process import ProcessPhase, VllmProcess
 

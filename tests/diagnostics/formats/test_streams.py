@@ -1,5 +1,5 @@
 """Logs in a container runtime's JSON format are read as the lines they hold
-(diagnostics.scanning.streams), whole logs and block by block."""
+(diagnostics.formats.streams), whole logs and block by block."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from diagnostics.formats.pastes import _GAPS, _doubled_gaps
+from diagnostics.formats.streams import MAX_LINE, decoded
 from diagnostics.pack.rules import load_pack
-from diagnostics.scanning.pastes import _GAPS, _doubled_gaps
 from diagnostics.scanning.scan import classify_stream
-from diagnostics.scanning.streams import MAX_LINE, decoded
 
 LINES = [
     "INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.0",
@@ -220,7 +220,7 @@ def test_an_entity_cut_between_two_reads_is_unescaped(cuts):
     """Read after read, an entity cut at the end of one read is completed by the next."""
     import html
 
-    from diagnostics.scanning.pastes import _Unescaped
+    from diagnostics.formats.pastes import _Unescaped
 
     text = "x &quot;a&quot; &#39;b&#x27; &gt; &lt;&amp;&nbsp;c &amp d&" * 3
     data, out, at, undo = text.encode(), b"", 0, _Unescaped()
@@ -233,7 +233,7 @@ def test_an_entity_cut_between_two_reads_is_unescaped(cuts):
 
 def test_a_log_with_a_few_entities_of_its_own_is_left_alone():
     """A URL's "&amp;" or a template's "&gt;" in a plain log is the log's own text."""
-    from diagnostics.scanning.pastes import undone
+    from diagnostics.formats.pastes import undone
 
     text = "\n".join(_ESCAPED_LINES + ['GET /v1/models?a=1&amp;b=2 "x" <y>'] * 3).encode()
     assert undone(text) == []

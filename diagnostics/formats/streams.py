@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, Protocol
 
+from diagnostics.formats.pastes import undone
 from diagnostics.redaction.redact import safe_cut_bytes
-from diagnostics.scanning.pastes import undone
 
 # A longer "line" is read as pieces of at most this size (the worker's pipe reader too).
 MAX_LINE = 1 << 20

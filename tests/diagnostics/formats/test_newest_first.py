@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 
-from diagnostics.scanning.order import _head, _newest_first_by_time
+from diagnostics.formats.order import _head, _newest_first_by_time
 from diagnostics.scanning.scan import classify_stream
 from tests.support.packs import shipped_pack
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 
 from diagnostics.classify.normalize import ISO_TIME
-from diagnostics.scanning.streams import MAX_LINE, Reader
+from diagnostics.formats.streams import MAX_LINE, Reader
 
 _RUNPOD_CONSOLE = re.compile(rb"^[a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]")
 _REVERSED_HINTS = (b"worker exited with exit code", b"Traceback (most recent call last)")
