@@ -10,12 +10,12 @@ the callers (``classify_lines``, ``diagnose``'s file reader) find the lines."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from itertools import pairwise
 
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
-from diagnostics.model import Category, Diagnosis
+from diagnostics.model import Category, Diagnosis, State
 from diagnostics.pack.matching import Regex
 from diagnostics.pack.rules import Pattern, RulePack
 
@@ -89,6 +89,7 @@ def last_attempt_verdict(
     pack: RulePack,
     classify_from: Callable[[], Diagnosis],
     attempt_before: Callable[[int], bool],
+    answered: Callable[[], bool] = lambda: False,
 ) -> Diagnosis:
     """``verdict`` (the whole log's), or the last attempt's when that attempt (from the
     1-based line ``attempt_line`` on, classified by ``classify_from`` with its own line
@@ -97,7 +98,10 @@ def last_attempt_verdict(
     (``attempt_before(line)``), or could only come after a start (:func:`before_any_start`):
     a failure before vLLM's first start (a download step's, the image's at import) is not
     an attempt of vLLM's and stands (what vLLM then reports is its consequence); the
-    engine's memory is an attempt whose start the log did not keep."""
+    engine's memory is an attempt whose start the log did not keep. A last attempt that
+    names no cause of its own (still under way, or ended by a consequence) keeps the
+    earlier failure, unless that failure was answered before it (``answered()``:
+    :func:`went_further`): then the last attempt's own state is the verdict."""
     if attempt_line is None or not verdict.failed or verdict.evidence is None:
         return verdict
     if verdict.evidence.line >= attempt_line:
@@ -105,11 +109,45 @@ def last_attempt_verdict(
     if before_any_start(verdict) and not attempt_before(verdict.evidence.line):
         return verdict
     later = classify_from()
-    if not decisive(later, pack):
-        return verdict
-    assert later.evidence is not None
+    if not decisive(later, pack) and not (attempt_before(verdict.evidence.line) and answered()):
+        return verdict  # (a failure above any start: where it stopped its attempt is not known)
+    if later.evidence is None:
+        return later  # under way
     line = later.evidence.line + attempt_line - 1
     return later._replace(evidence=later.evidence._replace(line=line))
+
+
+# The phases of a start in their order: an attempt in a later one got further.
+_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
+# A setting as vLLM logs its arguments: ``key=value`` (V0's Namespace, the engine's
+# config line) or ``'key': value`` (V1's non-default args).
+_SETTING = re.compile(r"""['"]?(\w+)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[^,(){}\s]+)""")
+
+
+def went_further(
+    failed: tuple[State, Mapping[str, str]],
+    last: tuple[State, Mapping[str, str]],
+    category: Category | None,
+) -> bool:
+    """Whether the last attempt (its phase and logged settings, as its classifier ends
+    under way) answered the earlier failure (the phase and settings where it was found):
+    it got further than the phase the failure stopped the earlier one in (the network,
+    the token or the host changed since), or a setting both log on the same kind of line
+    has another value (the user changed what failed). An elided setting (``...``) is not
+    compared. The engine's memory (``category``: oom, kv_cache) runs out only once it
+    loads: such a failure stopped its attempt loading, whatever the paste kept of it."""
+    (phase, settings), (now, later) = failed, last
+    if now not in _ORDER[:-1] or phase not in _ORDER:
+        return False  # a "last attempt" up is another program's (the whole log said so)
+    if category in (Category.OOM, Category.KV_CACHE) and phase is not State.READY:
+        phase = State.LOADING
+    if _ORDER.index(now) > _ORDER.index(phase):
+        return True
+    for kind in settings.keys() & later.keys():
+        before, after = dict(_SETTING.findall(settings[kind])), dict(_SETTING.findall(later[kind]))
+        if any(after[key] != value for key, value in before.items() if key in after):
+            return True
+    return False
 
 
 @lru_cache(maxsize=8)
@@ -176,20 +214,27 @@ def last_attempt_of_lines(
     pack: RulePack,
     classify: Callable[[Sequence[str]], Diagnosis],
     classify_run: Callable[[Sequence[str]], Diagnosis],
+    reach: Callable[[Sequence[str]], tuple[State, Mapping[str, str]]],
 ) -> Diagnosis:
     """:func:`last_attempt_verdict`, then :func:`after_run_ended`, for a log held as lines
     (``classify``: a fresh classifier's verdict of some of them; ``classify_run``: of a
-    later run's, knowing the log's vLLM services)."""
+    later run's, knowing the log's vLLM services; ``reach``: the phase and settings a
+    fresh classifier ends some of them in)."""
     if not verdict.failed:
         return verdict
     at = next((i for i in reversed(range(len(lines))) if is_attempt_line(lines[i], pack)), None)
     if at is not None:
+        evidence, category = verdict.evidence, verdict.category
         verdict = last_attempt_verdict(
             verdict,
             at + 1,
             pack,
             lambda: classify(lines[at:]),
             lambda line: any(is_attempt_line(text, pack) for text in lines[: line - 1]),
+            lambda: (
+                evidence is not None
+                and went_further(reach(lines[: evidence.line]), reach(lines[at:]), category)
+            ),
         )
     ends = [i + 1 for i, line in enumerate(lines) if is_run_end(line, pack)]
     return after_run_ended(verdict, ends, pack, lambda end: classify_run(lines[end:]))

@@ -199,7 +199,7 @@ class Classifier:
         return verdict if verdict is not None else Diagnosis(state=self.phase)
 
     def _phase_marker(self, pattern: Pattern, groups: Mapping[str, str | None]) -> State | None:
-        self._progress.context.update({k: v for k, v in groups.items() if v})
+        self._progress.logged(groups)
         name = self.pack.phases[pattern.owner].phase
         state = PHASES[name]
         if state is State.STARTING and self.phase is State.READY:
@@ -213,6 +213,13 @@ class Classifier:
         if not self.findings.outlived(ready, done, self._services.apart):
             return None  # another vLLM service is up: this one's failure stands
         return self._progress.enter(name)
+
+
+def reached(classifier: Classifier) -> tuple[State, Mapping[str, str]]:
+    """The phase a classifier's start is in and the settings its attempt logged (vLLM's
+    arguments, its engine's config), by kind: how far an attempt got, with what
+    (attempts.went_further)."""
+    return classifier.phase, classifier._progress.settings
 
 
 def following(classifier: Classifier) -> Classifier:
@@ -289,4 +296,5 @@ def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagno
     verdict = with_tail(classifier.diagnosis(), tail, pack, classifier.redact, first)
     again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
     after = lambda some: following(classifier).feed_all(some).diagnosis()  # noqa: E731
-    return last_attempt_of_lines(verdict, lines, pack, again, after)
+    reach = lambda some: reached(Classifier(pack).feed_all(some))  # noqa: E731
+    return last_attempt_of_lines(verdict, lines, pack, again, after, reach)

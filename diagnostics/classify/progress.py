@@ -7,6 +7,7 @@ the model repository's own code it shows (where its exception was raised: proven
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from diagnostics.model import State
@@ -59,6 +60,9 @@ class Origin(NamedTuple):
         return self.path.startswith(f"{REPOSITORY_CODE}/")
 
 
+_SETTINGS_KEPT = 1 << 14  # characters of an attempt's logged settings kept
+
+
 class Progress:
     """The phase and the traceback state of one log (see :class:`Classifier`)."""
 
@@ -70,6 +74,7 @@ class Progress:
         self.frames: set[int] = set()  # rules whose traceback frames were seen
         self.after: set[int] = set()  # rules whose `after` markers were seen
         self.context: dict[str, str] = {}  # named captures of phase markers (the version)
+        self.settings: dict[str, str] = {}  # what the current attempt logged, by line kind
         self.chain = 0  # tracebacks seen; a chained one keeps the number of the one above
         self._chained = False  # a chain marker since the last traceback header
         self.origin: Origin | None = None  # the innermost project frame of this traceback
@@ -149,6 +154,19 @@ class Progress:
         elif self.origin is not None and self.origin.path:
             library = _SITE_PACKAGES.search(shown) is not None or self.origin.in_library
             self.origin = self.origin._replace(raised="", asserted="", in_library=library)
+
+    def logged(self, groups: Mapping[str, str | None]) -> None:
+        """A phase marker's captures: their last values (``context``); the settings it
+        logged, kept by the kind of line
+        (vLLM's arguments as given, ``args``/``model_tag``; its engine's config line,
+        with the values resolved) for the current attempt; the version line, a start's
+        first, begins them anew."""
+        self.context.update({k: v for k, v in groups.items() if v})
+        server = groups.get("server")
+        if server and not groups.get("settings"):
+            self.settings = {}
+        if settings := groups.get("settings"):
+            self.settings[server or "config"] = settings[:_SETTINGS_KEPT]
 
     def enter(self, name: str) -> State | None:
         """A phase marker named ``name``; the new phase when it changed."""

@@ -27,6 +27,7 @@ LOOK_BACK = 64 << 20
 # How far back the last reports that a run ended are looked for: a failed run's start-up
 # output is a few MiB at most, and only the last runs after the failure count.
 RUN_LOOK_BACK = 4 << 20
+_ANSWER_READ = 8 << 20  # how far an earlier attempt's failure is read to see it answered
 
 
 @lru_cache(maxsize=8)
@@ -223,3 +224,33 @@ def _attempt_starts(
             begins.append(start + line_start)
         previous_end = line_end
     return begins
+
+
+def next_line(stream: BinaryIO, at: int) -> int:
+    """The offset of the line after the one that begins at ``at``."""
+    stream.seek(at)
+    read = 0
+    while block := stream.read(1 << 16):
+        if (end := block.find(b"\n")) >= 0:
+            return at + read + end + 1
+        read += len(block)
+    return at + read
+
+
+def after_line(stream: BinaryIO, offset: int, count: int, limit: int) -> int | None:
+    """Where the ``count``-th line from ``offset`` ends (after its line end), if before
+    ``limit`` (at most ``_ANSWER_READ`` bytes on)."""
+    stream.seek(offset)
+    at, left = offset, count
+    while left > 0 and at < min(limit, offset + _ANSWER_READ):
+        block = stream.read(min(1 << 20, limit - at))
+        if not block:
+            return None
+        found = -1
+        for _ in range(min(left, block.count(b"\n"))):
+            found = block.find(b"\n", found + 1)
+            left -= 1
+        if left == 0:
+            return at + found + 1
+        at += len(block)
+    return None

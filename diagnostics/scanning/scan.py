@@ -32,8 +32,9 @@ from diagnostics.classify.attempts import (
     before_any_start,
     decisive,
     last_attempt_verdict,
+    went_further,
 )
-from diagnostics.classify.classifier import Classifier, following
+from diagnostics.classify.classifier import Classifier, following, reached
 from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import console_head, going_back, looks_reversed, reversed_lines
@@ -42,10 +43,12 @@ from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.attemptseek import (
+    after_line,
     attempt_before,
     attempt_starts,
     last_attempt,
     last_run_ends,
+    next_line,
 )
 from diagnostics.scanning.sections import classify_sections, sectioned
 
@@ -115,7 +118,7 @@ def _classify_attempts(
     lines = [fastpath.count_lines(stream, start, offsets[0]) + 1]
     for before, at in pairwise(offsets):
         lines.append(lines[-1] + fastpath.count_lines(stream, before, at))
-    after = {line: _next_line(stream, at) for line, at in zip(lines, offsets, strict=True)}
+    after = {line: next_line(stream, at) for line, at in zip(lines, offsets, strict=True)}
 
     def classify_after(line: int) -> Diagnosis:
         later = following(classifier)
@@ -123,17 +126,6 @@ def _classify_attempts(
         return later.diagnosis()
 
     return after_run_ended(verdict, lines, classifier.pack, classify_after)
-
-
-def _next_line(stream: BinaryIO, at: int) -> int:
-    """The offset of the line after the one that begins at ``at``."""
-    stream.seek(at)
-    read = 0
-    while block := stream.read(1 << 16):
-        if (end := block.find(b"\n")) >= 0:
-            return at + read + end + 1
-        read += len(block)
-    return at + read
 
 
 def _last_attempt_of_file(
@@ -181,7 +173,22 @@ def _last_attempt_of_file(
         _classify_file(stream, at, later, block_size)
         return later.diagnosis()
 
-    return last_attempt_verdict(verdict, line, pack, classify_from, lambda _line: True)
+    def answered() -> bool:  # the earlier failure, where it was found; the last attempt
+        where = after_line(stream, offset, first - lines, at)
+        if where is None:
+            return False
+        stream.seek(offset)
+        failed, last = Classifier(pack), Classifier(pack)
+        fastpath.classify_blocks(
+            blocks(stream.read(where - offset), io.BytesIO(), block_size), failed
+        )
+        _classify_file(stream, at, last, block_size)
+        return went_further(reached(failed), reached(last), verdict.category)
+
+    def before(line: int) -> bool:
+        return attempt_before(stream, start, pack, line, block_size)
+
+    return last_attempt_verdict(verdict, line, pack, classify_from, before, answered)
 
 
 def _last_attempt_alone(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from diagnostics.classify.attempts import last_attempt_of_lines
-from diagnostics.classify.classifier import Classifier, following
+from diagnostics.classify.classifier import Classifier, following, reached
 from diagnostics.classify.serving import tail_of
 from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import looks_reversed
@@ -75,7 +75,8 @@ def line_path(data: bytes, chunk: int = PIPE_READ):
     verdict = with_tail(classifier.diagnosis(), tail, PACK, first_line=first)
     again = lambda some: Classifier(PACK).feed_all(some).diagnosis()  # noqa: E731
     after = lambda some: following(classifier).feed_all(some).diagnosis()  # noqa: E731
-    return last_attempt_of_lines(verdict, lines, PACK, again, after)
+    reach = lambda some: reached(Classifier(PACK).feed_all(some))  # noqa: E731
+    return last_attempt_of_lines(verdict, lines, PACK, again, after, reach)
 
 
 def file_path(data: bytes, block_size: int = 1 << 20):
