@@ -10,7 +10,7 @@ the callers (``classify_lines``, ``diagnose``'s file reader) find the lines."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import lru_cache
 from itertools import pairwise
 
@@ -177,7 +177,13 @@ _RUNS_TRIED = 2
 # (an init container's download refused, then vLLM's "Invalid repository ID or local
 # directory") shows what they left, not a cause of its own.
 _FETCHING = frozenset({Category.GATED_MODEL, Category.NETWORK, Category.MODEL_NOT_FOUND})
-RUN_ENDS_READ = 2 * _RUNS_TRIED  # the last reports a file's reader finds (ends of two lines)
+RUN_ENDS_READ = 8  # the last reports a file's reader finds (two runs' ends, those before)
+
+
+def is_rerun(line: str, pack: RulePack) -> bool:
+    """Whether the raw ``line`` is a shell prompt running vLLM's server (again)."""
+    text = normalize(line)
+    return any(rx.search(text) for rx in pack.recording if "(?P<rerun>" in rx.pattern)
 
 
 def after_run_ended(
@@ -185,6 +191,8 @@ def after_run_ended(
     ends: Sequence[int],
     pack: RulePack,
     classify_after: Callable[[int], Diagnosis],
+    reruns: Collection[int] = (),
+    started_before: Callable[[int], bool] = lambda _line: True,
 ) -> Diagnosis:
     """``verdict``, or a later run's: ``ends`` are the 1-based lines (in order) where the
     platform reported that a run ended. A report after the verdict's evidence ended the
@@ -193,10 +201,18 @@ def after_run_ended(
     of the lines after ``line``, numbered from 1), tried from the last end on and then
     the one before (the last run may be cut short), replaces it, whatever the earlier
     failure was (the run it belonged to had ended), but a model found missing after the
-    earlier run failed to fetch it."""
+    earlier run failed to fetch it. A prompt running vLLM again (``reruns``) does not end
+    a failure before vLLM's first start that may come before one (a download step's, a
+    copy's: :func:`before_any_start`; ``started_before(line)``: an attempt began before
+    ``line``): what vLLM then reports is its consequence."""
     if not verdict.failed or verdict.evidence is None:
         return verdict
-    after = [end for end in ends if end > verdict.evidence.line]
+    first = verdict.evidence.line
+    after = [end for end in ends if end > first]
+    if before_any_start(verdict) and not (
+        any(end < first for end in ends) or started_before(first)
+    ):
+        after = [end for end in after if end not in reruns]
     last_of_each = [e for e, then in pairwise(after) if then - e > _ONE_END] + after[-1:]
     for end in reversed(last_of_each[-_RUNS_TRIED:]):
         later = classify_after(end)
@@ -237,4 +253,11 @@ def last_attempt_of_lines(
             ),
         )
     ends = [i + 1 for i, line in enumerate(lines) if is_run_end(line, pack)]
-    return after_run_ended(verdict, ends, pack, lambda end: classify_run(lines[end:]))
+    return after_run_ended(
+        verdict,
+        ends,
+        pack,
+        lambda end: classify_run(lines[end:]),
+        {end for end in ends if is_rerun(lines[end - 1], pack)},
+        lambda line: any(is_attempt_line(text, pack) for text in lines[: line - 1]),
+    )

@@ -31,6 +31,7 @@ from diagnostics.classify.attempts import (
     after_run_ended,
     before_any_start,
     decisive,
+    is_rerun,
     last_attempt_verdict,
     went_further,
 )
@@ -119,13 +120,21 @@ def _classify_attempts(
     for before, at in pairwise(offsets):
         lines.append(lines[-1] + fastpath.count_lines(stream, before, at))
     after = {line: next_line(stream, at) for line, at in zip(lines, offsets, strict=True)}
+    reruns = set()
+    for line, at in zip(lines, offsets, strict=True):
+        stream.seek(at)
+        if is_rerun(stream.read(after[line] - at).decode("utf-8", "replace"), classifier.pack):
+            reruns.add(line)
 
     def classify_after(line: int) -> Diagnosis:
         later = following(classifier)
         _classify_file(stream, after[line], later, block_size)
         return later.diagnosis()
 
-    return after_run_ended(verdict, lines, classifier.pack, classify_after)
+    def started_before(line: int) -> bool:
+        return attempt_before(stream, start, classifier.pack, line, block_size)
+
+    return after_run_ended(verdict, lines, classifier.pack, classify_after, reruns, started_before)
 
 
 def _last_attempt_of_file(

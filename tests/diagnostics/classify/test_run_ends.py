@@ -163,3 +163,57 @@ def test_the_backward_search_finds_the_last_reports_as_a_line_reading_does(seed,
     count = rnd.randint(1, 4)
     found = last_run_ends(io.BytesIO(data), 0, pack, count, chunk=rnd.randint(3, 40))
     assert found == offsets[-count:]
+
+
+BF16 = (
+    "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+    "Your Tesla T4 GPU has compute capability 7.5."
+)
+ARGPARSE = (
+    "api_server.py: error: argument --dtype: invalid choice: 'fp16' (choose from 'auto', "
+    "'half', 'float16', 'bfloat16', 'float', 'float32')"
+)
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "$ python -m vllm.entrypoints.openai.api_server --model m{}",
+        "(gemma) ➜  ~ vllm serve m{}",
+        "root@c0ffee:/workspace# CUDA_VISIBLE_DEVICES=0 vllm serve m{}",
+    ],
+)
+def test_a_prompt_running_vllm_again_begins_another_run(prompt):
+    """The user's next try, pasted with its prompt: its argument parser fails before vLLM
+    prints its version, so no start marker shows it."""
+    lines = [prompt.format(""), "...", BF16, prompt.format(" --dtype fp16"), ARGPARSE]
+    verdict = both_paths(lines)
+    assert verdict.category is Category.BAD_CONFIG
+    assert verdict.evidence is not None and verdict.evidence.line == 5
+
+
+def test_a_step_before_vllms_first_run_stands_a_prompt_running_it_after():
+    """A copy that filled the disk, then "$ vllm serve": what vLLM then reports (weights
+    missing) is the copy's consequence."""
+    lines = [
+        "$ rsync -ah gpu-old:/models/nemo/ /models/nemo/",
+        'rsync: [receiver] write failed on "/models/nemo/model-00004-of-00005.safetensors": '
+        "No space left on device (28)",
+        "$ vllm serve /models/nemo --max-model-len 32768",
+        "INFO 04-25 16:31:05 [api_server.py:1034] vLLM API server version 0.8.4",
+        "ValueError: Following weights were not initialized from checkpoint: "
+        "{'model.layers.33.self_attn.o_proj.weight'}",
+    ]
+    assert both_paths(lines).category is Category.OTHER
+
+
+def test_the_prompt_that_started_the_only_run_ends_nothing():
+    lines = [
+        "$ vllm serve m",
+        "WARNING 05-21 11:03:27 _custom_ops.py:14] Failed to import from vllm._C with "
+        "ImportError('/usr/lib/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi')",
+        "INFO 05-21 11:03:30 api_server.py:151] vLLM API server version 0.4.2",
+        "NameError: name 'vllm_ops' is not defined",
+    ]
+    verdict = both_paths(lines)
+    assert (verdict.rule, verdict.evidence and verdict.evidence.line) == ("broken-environment", 2)
