@@ -23,19 +23,15 @@ from __future__ import annotations
 
 import codecs
 import io
-from itertools import pairwise
 from typing import BinaryIO
 
 from diagnostics.classify.attempts import (
-    RUN_ENDS_READ,
-    after_run_ended,
     before_any_start,
     decisive,
-    is_rerun,
     last_attempt_verdict,
     went_further,
 )
-from diagnostics.classify.classifier import Classifier, following, reached
+from diagnostics.classify.classifier import Classifier, reached
 from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import console_head, going_back, looks_reversed, reversed_lines
@@ -48,9 +44,8 @@ from diagnostics.scanning.attemptseek import (
     attempt_before,
     attempt_starts,
     last_attempt,
-    last_run_ends,
-    next_line,
 )
+from diagnostics.scanning.runs import after_runs
 from diagnostics.scanning.sections import classify_sections, sectioned
 
 BLOCK_SIZE = 256 * 1024  # glibc keeps blocks this size on the heap: no page faults per block
@@ -109,45 +104,26 @@ def _classify_attempts(
     stream: BinaryIO, start: int, classifier: Classifier, block_size: int
 ) -> Diagnosis:
     """The file's verdict (:func:`_last_attempt_of_file`), or a later run's after the
-    platform reported the run that failed so ended (``after_run_ended``)."""
-    verdict = _last_attempt_of_file(stream, start, classifier, block_size)
-    if not verdict.failed:
-        return verdict
-    offsets = last_run_ends(stream, start, classifier.pack, RUN_ENDS_READ)
-    if not offsets:
-        return verdict
-    lines = [fastpath.count_lines(stream, start, offsets[0]) + 1]
-    for before, at in pairwise(offsets):
-        lines.append(lines[-1] + fastpath.count_lines(stream, before, at))
-    after = {line: next_line(stream, at) for line, at in zip(lines, offsets, strict=True)}
-    reruns = set()
-    for line, at in zip(lines, offsets, strict=True):
-        stream.seek(at)
-        if is_rerun(stream.read(after[line] - at).decode("utf-8", "replace"), classifier.pack):
-            reruns.add(line)
-
-    def classify_after(line: int) -> Diagnosis:
-        later = following(classifier)
-        _classify_file(stream, after[line], later, block_size)
-        return later.diagnosis()
-
-    def started_before(line: int) -> bool:
-        return attempt_before(stream, start, classifier.pack, line, block_size)
-
-    return after_run_ended(verdict, lines, classifier.pack, classify_after, reruns, started_before)
+    platform reported the run that failed so ended (:func:`runs.after_runs`)."""
+    verdict, restart = _last_attempt_of_file(stream, start, classifier, block_size)
+    if not verdict.failed or restart is None:
+        return verdict  # (a big crash loop judged by its last attempt or repetitions)
+    return after_runs(stream, start, verdict, restart, classifier, block_size, _classify_file)
 
 
 def _last_attempt_of_file(
     stream: BinaryIO, start: int, classifier: Classifier, block_size: int
-) -> Diagnosis:
+) -> tuple[Diagnosis, tuple[int, int] | None]:
     """The file's verdict; of several attempts, the last one's failure
     (:mod:`diagnostics.classify.attempts`). The cheap questions first: an attempt began
     before the verdict's evidence (vLLM's first start is near the top), and one after it
-    (read backwards from the end); the lines are counted from the last ready marker."""
+    (read backwards from the end); the lines are counted from the last ready marker
+    (where the whole file's classifier began: offset, lines before; None for a big log
+    judged otherwise)."""
     pack = classifier.pack
     alone = _last_attempt_alone(stream, start, pack, block_size)
     if alone is not None:
-        return alone
+        return alone, None
     end = stream.seek(0, 2)
     if end - start > REPEATED_ABOVE:
         # a big log's only: a small one does not import it
@@ -157,8 +133,9 @@ def _last_attempt_of_file(
             stream, start, end, lambda data: classify_stream(io.BytesIO(data), pack)
         )
         if again is not None:
-            return again
+            return again, None
     offset, lines = _classify_file(stream, start, classifier, block_size)
+    restart = (offset, lines)
     # a server at work whose ready marker was cut off, or a request's error in one
     verdict = with_tail(
         classifier.diagnosis(),
@@ -168,13 +145,13 @@ def _last_attempt_of_file(
         lambda: _tail_line(stream, start),
     )
     if not verdict.failed or verdict.evidence is None:
-        return verdict
+        return verdict, restart
     first = verdict.evidence.line
     if before_any_start(verdict) and not attempt_before(stream, start, pack, first, block_size):
-        return verdict  # before vLLM's first start: a download step's, an import's
+        return verdict, restart  # before vLLM's first start: a download step's, an import's
     at = last_attempt(stream, start, pack, block_size)
     if at is None or at < offset:  # none after the last ready marker: the verdict's
-        return verdict
+        return verdict, restart
     line = lines + fastpath.count_lines(stream, offset, at) + 1
 
     def classify_from() -> Diagnosis:
@@ -197,7 +174,7 @@ def _last_attempt_of_file(
     def before(line: int) -> bool:
         return attempt_before(stream, start, pack, line, block_size)
 
-    return last_attempt_verdict(verdict, line, pack, classify_from, before, answered)
+    return last_attempt_verdict(verdict, line, pack, classify_from, before, answered), restart
 
 
 def _last_attempt_alone(
