@@ -121,7 +121,7 @@ def last_attempt_verdict(
 _ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
 # A setting as vLLM logs its arguments: ``key=value`` (V0's Namespace, the engine's
 # config line) or ``'key': value`` (V1's non-default args).
-_SETTING = re.compile(r"""['"]?(\w+)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[^,(){}\s]+)""")
+_SETTING = r"""['"]?(\w+)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[^,(){}\s]+)"""
 
 
 def went_further(
@@ -144,7 +144,10 @@ def went_further(
     if _ORDER.index(now) > _ORDER.index(phase):
         return True
     for kind in settings.keys() & later.keys():
-        before, after = dict(_SETTING.findall(settings[kind])), dict(_SETTING.findall(later[kind]))
+        before, after = (
+            dict(re.findall(_SETTING, settings[kind])),
+            dict(re.findall(_SETTING, later[kind])),
+        )
         if any(after[key] != value for key, value in before.items() if key in after):
             return True
     return False

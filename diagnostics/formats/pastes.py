@@ -6,21 +6,25 @@ first block: 256 KiB unless a test asks for less)."""
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Callable
+from functools import cache
 
 # A screenshot's text (OCR): gaps between words doubled (in a log, most are one space),
 # a space before a colon or comma; read single-spaced, as vLLM printed it.
 _GAPS = (re.compile(rb"\S  \S"), re.compile(rb"\S \S"))
 _OCR = ((re.compile(rb"(?<=\S)  (?=\S)"), b" "), (re.compile(rb"(?<=[\w\"')]) (?=[:,] )"), b""))
 _DOUBLED = re.compile(rb"  (?=\S)")  # the gap first: found by a literal search
-# HTML's entities for what a log holds and a page escapes (quotes, angle brackets, the
-# ampersand, a hard space), by name or by number
-_ENTITY = re.compile(
-    rb"&(?:quot|apos|gt|lt|amp|nbsp|#(?:34|39|60|62|38|x22|x27|x3[ce]|x26));", re.I
-)
 _MIN_ENTITIES = 8
+
+
+@cache  # compiled on first use: most logs hold no "&"
+def _entity() -> re.Pattern[bytes]:
+    """HTML's entities for what a log holds and a page escapes (quotes, angle brackets,
+    the ampersand, a hard space), by name or by number."""
+    return re.compile(
+        rb"&(?:quot|apos|gt|lt|amp|nbsp|#(?:34|39|60|62|38|x22|x27|x3[ce]|x26));", re.I
+    )
 
 
 def undone(head: bytes) -> list[Callable[[bytes], bytes]]:
@@ -29,7 +33,7 @@ def undone(head: bytes) -> list[Callable[[bytes], bytes]]:
     if (gaps := _doubled_gaps(head)) >= 16 and gaps > 4 * len(_GAPS[1].findall(head)):
         steps.append(_single_spaced)
     # escaped: entities where a log has quotes and brackets (more than the raw ones left)
-    entities = len(_ENTITY.findall(head))
+    entities = len(_entity().findall(head)) if b"&" in head else 0
     if entities >= _MIN_ENTITIES and entities > head.count(b'"') + head.count(b"<"):
         steps.append(_Unescaped())
     return steps
@@ -41,23 +45,23 @@ def _single_spaced(data: bytes) -> bytes:
     return data
 
 
-# an entity cut at the end of what was read: kept for the next read
-_CUT_ENTITY = re.compile(rb"&#?\w{0,8}$")
-
-
 class _Unescaped:
     """HTML's character references replaced, read after read (an entity cut at the end
     of one is completed by the next; what is left at the end is passed as it is)."""
 
     def __init__(self) -> None:
-        self._held = b""
+        import html  # only for an escaped log: its table of entities costs 1.4 ms
+
+        self._held, self._unescape = b"", html.unescape
+        # an entity cut at the end of what was read: kept for the next read
+        self._cut = re.compile(rb"&#?\w{0,8}$")
 
     def __call__(self, data: bytes) -> bytes:
         end = not data  # the stream's end: what is held is passed
         data, self._held = self._held + data, b""
-        if not end and (cut := _CUT_ENTITY.search(data[-10:])):
+        if not end and (cut := self._cut.search(data[-10:])):
             data, self._held = data[: len(data) - len(cut.group())], cut.group()
-        text = html.unescape(data.decode("utf-8", "surrogateescape"))
+        text = self._unescape(data.decode("utf-8", "surrogateescape"))
         return text.replace("\xa0", " ").encode("utf-8", "surrogateescape")
 
 
