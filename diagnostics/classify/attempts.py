@@ -203,11 +203,12 @@ def after_run_ended(
     failed on a cause of its own (:func:`decisive`; ``classify_after(line)``: the verdict
     of the lines after ``line``, numbered from 1), tried from the last end on and then
     the one before (the last run may be cut short), replaces it, whatever the earlier
-    failure was (the run it belonged to had ended), but a model found missing after the
-    earlier run failed to fetch it. A prompt running vLLM again (``reruns``) does not end
-    a failure before vLLM's first start that may come before one (a download step's, a
-    copy's: :func:`before_any_start`; ``started_before(line)``: an attempt began before
-    ``line``): what vLLM then reports is its consequence."""
+    failure was (the run it belonged to had ended); but not a model found missing after
+    the earlier run failed to fetch it, nor the same failure repeated (its line's message
+    the same: the earlier reading, with its frames, stands). A prompt running vLLM again
+    (``reruns``) does not end a failure before vLLM's first start that may come before
+    one (a download step's, a copy's: :func:`before_any_start`; ``started_before(line)``:
+    an attempt began before ``line``): what vLLM then reports is its consequence."""
     if not verdict.failed or verdict.evidence is None:
         return verdict
     first = verdict.evidence.line
@@ -223,6 +224,8 @@ def after_run_ended(
             return verdict  # the model the earlier failure did not fetch is missing
         if decisive(later, pack):
             assert later.evidence is not None
+            if normalize(later.evidence.text) == normalize(verdict.evidence.text):
+                return verdict  # the same failure repeated: the fuller reading stands
             return later._replace(evidence=later.evidence._replace(line=later.evidence.line + end))
     return verdict
 

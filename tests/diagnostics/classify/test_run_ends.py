@@ -217,3 +217,24 @@ def test_the_prompt_that_started_the_only_run_ends_nothing():
     ]
     verdict = both_paths(lines)
     assert (verdict.rule, verdict.evidence and verdict.evidence.line) == ("broken-environment", 2)
+
+
+def test_the_same_failure_repeated_after_a_recording_keeps_the_fuller_reading():
+    """A crash loop's later log shows only the message; the earlier one showed where it
+    was raised (a model's own code importing what this transformers removed)."""
+    message = (
+        "ImportError: cannot import name 'LlamaFlashAttention2' from "
+        "'transformers.models.llama.modeling_llama'"
+    )
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/root/.cache/huggingface/modules/transformers_modules/orca/modeling_orca.py",'
+        " line 38, in <module>",
+        "    from transformers.models.llama.modeling_llama import (",
+        f"2025-05-20T11:03:01.545677113Z {message}",
+        "$ kubectl logs vllm-orca-5f7b9c6d8-w2k4n --timestamps | tail -2",
+        f"2025-05-20T11:08:15.304423080Z {message}",
+    ]
+    verdict = both_paths(lines)
+    assert verdict.category is Category.REMOTE_CODE
+    assert verdict.evidence is not None and verdict.evidence.line == 4
