@@ -2603,6 +2603,15 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # supervisord's report of its program killed, no cause printed (held-out SK)
+    (
+        [
+            "INFO 09-12 14:31:29 model_runner.py:997] Starting to load model /models/m...",
+            "2024-09-12 14:32:11,902 INFO exited: vllm (terminated by SIGKILL; not expected)",
+        ],
+        "other",
+        False,
+    ),
     # NCCL's result by its C name, as CuPy raises it (held-out SA)
     (
         [

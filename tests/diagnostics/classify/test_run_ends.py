@@ -22,6 +22,9 @@ ENDS = {
     "compose": ["vllm-1 exited with code 1"],
     "runpod": ["2024-10-02 14:53:35.007 [info] worker exited with exit code 1"],
     "supervisord": ["2024-05-01 10:00:03,114 WARN exited: vllm (exit status 1; not expected)"],
+    "supervisord-killed": [
+        "2024-09-12 14:32:11,902 INFO exited: vllm (terminated by SIGKILL; not expected)"
+    ],
     "systemd": [
         "May 01 10:00:03 gpu1 systemd[1]: vllm.service: Main process exited, code=exited, "
         "status=1/FAILURE",
