@@ -626,3 +626,24 @@ def test_another_record_under_the_same_header_after_a_traceback_line_is_not_the_
     ]
     for diagnosis in _both_ways(lines):
         assert diagnosis.category is Category.KV_CACHE
+
+
+def test_a_requests_bare_keyerror_after_ready_is_not_a_cause():
+    """A bare KeyError on a lower-case name reads as a model type before ready; after it,
+    a request handler's KeyError (a chat message without 'content', held-out SM) in a
+    server that goes on serving leaves the server up."""
+    lines = [
+        "INFO 11-29 18:40:00 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "INFO:     Application startup complete.",
+        "ERROR 08-07 03:18:02 [serving_chat.py:215] Error in preprocessing prompt inputs",
+        "ERROR 08-07 03:18:02 [serving_chat.py:215] Traceback (most recent call last):",
+        "ERROR 08-07 03:18:02 [serving_chat.py:215] KeyError: 'content'",
+        'INFO:     10.42.3.17:51540 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request',
+        "INFO 08-07 03:18:06 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s",
+    ]
+    for diagnosis in _both_ways(lines):
+        assert diagnosis.state is State.READY, diagnosis.rule
+    before = _both_ways(
+        ["INFO 05-01 [api_server.py:1] vLLM API server version 0.3.0", "KeyError: 'mistral'"]
+    )
+    assert all(str(d.category) == "model_requirement" for d in before)
