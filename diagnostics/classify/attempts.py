@@ -245,6 +245,10 @@ def last_attempt_of_lines(
     if not verdict.failed:
         return verdict
     at = next((i for i in reversed(range(len(lines))) if is_attempt_line(lines[i], pack)), None)
+
+    def started_before(line: int) -> bool:
+        return any(is_attempt_line(text, pack) for text in lines[: line - 1])
+
     if at is not None:
         evidence, category = verdict.evidence, verdict.category
         verdict = last_attempt_verdict(
@@ -252,7 +256,7 @@ def last_attempt_of_lines(
             at + 1,
             pack,
             lambda: classify(lines[at:]),
-            lambda line: any(is_attempt_line(text, pack) for text in lines[: line - 1]),
+            started_before,
             lambda: (
                 evidence is not None
                 and went_further(reach(lines[: evidence.line]), reach(lines[at:]), category)
@@ -265,5 +269,5 @@ def last_attempt_of_lines(
         pack,
         lambda end: classify_run(lines[end:]),
         {end for end in ends if is_rerun(lines[end - 1], pack)},
-        lambda line: any(is_attempt_line(text, pack) for text in lines[: line - 1]),
+        started_before,
     )

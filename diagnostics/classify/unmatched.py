@@ -168,12 +168,7 @@ def with_cut_message(
     rule = pack.verdicts_rule(verdict.rule)  # None: a shape (above) or a derived verdict
     if rule is not None and rule.kind not in _NO_CAUSE:
         return verdict
-    lines = tail()
-    failed: list[tuple[int, str]] = []
-    for at, line, mark in marked(lines, pack):
-        if mark is not None:
-            break
-        failed.append((at, line))
+    failed = [(at, line) for at, line, _mark in _until_marked(marked(tail(), pack))]
     where = next((at for at, line in failed if clean_raw(line) == evidence.text), None)
     if where is None:
         return verdict
@@ -220,8 +215,7 @@ def with_bare_message(
     line's, counted only then) plus its index."""
     if verdict.state not in UNDER_WAY:
         return verdict
-    lines = tail()
-    after = [(at, line) for at, line, mark in _until_marked(marked(lines, pack))]
+    after = [(at, line) for at, line, _mark in _until_marked(marked(tail(), pack))]
     catalogue = load_catalogue()
     for at, line in reversed(after):  # the earliest first
         clean = clean_raw(line)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import io
+from functools import cache
 from typing import BinaryIO
 
 from diagnostics.classify.attempts import (
@@ -154,22 +155,21 @@ def _last_attempt_of_file(
         return verdict, restart
     line = lines + fastpath.count_lines(stream, offset, at) + 1
 
-    def classify_from() -> Diagnosis:
+    @cache  # read once, for its verdict and, if asked, how far it got
+    def last_read() -> Classifier:
         later = Classifier(pack)
         _classify_file(stream, at, later, block_size)
-        return later.diagnosis()
+        return later
+
+    def classify_from() -> Diagnosis:
+        return last_read().diagnosis()
 
     def answered() -> bool:  # the earlier failure, where it was found; the last attempt
         where = after_line(stream, offset, first - lines, at)
         if where is None:
             return False
-        stream.seek(offset)
-        failed, last = Classifier(pack), Classifier(pack)
-        fastpath.classify_blocks(
-            blocks(stream.read(where - offset), io.BytesIO(), block_size), failed
-        )
-        _classify_file(stream, at, last, block_size)
-        return went_further(reached(failed), reached(last), verdict.category)
+        failed = _region_read(stream, offset, where, pack, block_size)
+        return went_further(reached(failed), reached(last_read()), verdict.category)
 
     def before(line: int) -> bool:
         return attempt_before(stream, start, pack, line, block_size)
@@ -217,11 +217,18 @@ def _last_attempt_alone(
 
 def _region(stream: BinaryIO, begin: int, end: int, pack: RulePack, block_size: int) -> Diagnosis:
     """The verdict of the bytes ``begin`` to ``end`` alone (at most a few MiB)."""
+    return _region_read(stream, begin, end, pack, block_size).diagnosis()
+
+
+def _region_read(
+    stream: BinaryIO, begin: int, end: int, pack: RulePack, block_size: int
+) -> Classifier:
+    """A classifier that read the bytes ``begin`` to ``end`` alone."""
     stream.seek(begin)
     classifier = Classifier(pack)
     data = stream.read(end - begin)
     fastpath.classify_blocks(blocks(data, io.BytesIO(), block_size), classifier)
-    return classifier.diagnosis()
+    return classifier
 
 
 def _tail(stream: BinaryIO, start: int) -> list[str]:
