@@ -83,6 +83,18 @@ def before_any_start(diagnosis: Diagnosis) -> bool:
     return diagnosis.category not in _ITS_OWN
 
 
+# What the model's files, fetched or copied by a step before vLLM's start, cannot cause:
+# the engine's memory, the device, the image (a module it lacks). Such a failure of a
+# later attempt that got further stands for the paste, though that step failed first;
+# not after the image's own failure before the start (an import's: what follows is its
+# consequence).
+_NOT_THE_FILES = frozenset({Category.OOM, Category.KV_CACHE, Category.CUDA_FAULT})
+
+
+def _of_the_image(diagnosis: Diagnosis) -> bool:
+    return diagnosis.category is Category.OTHER and bool(diagnosis.permanent)
+
+
 def last_attempt_verdict(
     verdict: Diagnosis,
     attempt_line: int | None,
@@ -97,7 +109,8 @@ def last_attempt_verdict(
     attempt: it comes before ``attempt_line`` and after another attempt's start
     (``attempt_before(line)``), or could only come after a start (:func:`before_any_start`):
     a failure before vLLM's first start (a download step's, the image's at import) is not
-    an attempt of vLLM's and stands (what vLLM then reports is its consequence); the
+    an attempt of vLLM's and stands (what vLLM then reports is its consequence), unless
+    the last attempt got further and failed on what the files cannot cause; the
     engine's memory is an attempt whose start the log did not keep. A last attempt that
     names no cause of its own (still under way, or ended by a consequence) keeps the
     earlier failure, unless that failure was answered before it (``answered()``:
@@ -106,9 +119,13 @@ def last_attempt_verdict(
         return verdict
     if verdict.evidence.line >= attempt_line:
         return verdict  # the failure is the last attempt's
-    if before_any_start(verdict) and not attempt_before(verdict.evidence.line):
-        return verdict
     later = classify_from()
+    if before_any_start(verdict) and not attempt_before(verdict.evidence.line):
+        # a failure before vLLM's first start: it stands unless the last attempt got
+        # further and failed on what the files it left cannot cause
+        beyond = later.category in _NOT_THE_FILES or _of_the_image(later)
+        if _of_the_image(verdict) or not (decisive(later, pack) and beyond and answered()):
+            return verdict
     if not decisive(later, pack) and not (attempt_before(verdict.evidence.line) and answered()):
         return verdict  # (a failure above any start: where it stopped its attempt is not known)
     if later.evidence is None:

@@ -27,7 +27,6 @@ from functools import cache
 from typing import BinaryIO
 
 from diagnostics.classify.attempts import (
-    before_any_start,
     decisive,
     last_attempt_verdict,
     went_further,
@@ -148,8 +147,6 @@ def _last_attempt_of_file(
     if not verdict.failed or verdict.evidence is None:
         return verdict, restart
     first = verdict.evidence.line
-    if before_any_start(verdict) and not attempt_before(stream, start, pack, first, block_size):
-        return verdict, restart  # before vLLM's first start: a download step's, an import's
     at = last_attempt(stream, start, pack, block_size)
     if at is None or at < offset:  # none after the last ready marker: the verdict's
         return verdict, restart

@@ -101,6 +101,39 @@ def test_the_engines_memory_before_the_first_start_is_an_earlier_attempts():
         assert str(verdict([*first, BANNER, LOADING]).category) in ("oom", "kv_cache")
 
 
+START_LOAD = (
+    "INFO 08-09 02:18:40 model_runner.py:1056] Starting to load model meta-llama/Llama-3.1-8B..."
+)
+BNB = (
+    "ImportError: Please install bitsandbytes>=0.45.0 via `pip install bitsandbytes>=0.45.0` "
+    "to use bitsandbytes quantizer."
+)
+
+
+def test_a_later_attempt_that_got_further_on_what_the_files_cannot_cause_ends_a_fetch_failure():
+    """A fetch refused before vLLM's first start, then a start (the token fixed) that got
+    further, to loading the model, and failed on what the model's files cannot cause (the
+    image lacks a module, the engine's memory): that failure is the paste's verdict. Not
+    when the later start got no further, nor when it failed on what missing files cause."""
+    gated = (
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo "
+        "for url https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json."
+    )
+    for cause, category in ((BNB, "other"), (KV, "kv_cache")):
+        diagnosis = verdict(
+            [gated, BANNER, START_LOAD, "Traceback (most recent call last):", cause]
+        )
+        assert (str(diagnosis.category), diagnosis.permanent) == (category, True)
+        assert diagnosis.evidence is not None and diagnosis.evidence.line == 5
+    # a start that got no further than the failure's phase: the fetch's failure stands (the
+    # engine's memory is found only once the model loaded: it got further)
+    bare = verdict([gated, BANNER, "Traceback (most recent call last):", BNB])
+    assert str(bare.category) == "gated_model"
+    # what a fetch left (weights missing) is its consequence
+    missing = "ValueError: Invalid repository ID or local directory specified: '/models/llama'."
+    assert str(verdict([gated, BANNER, START_LOAD, missing]).category) == "gated_model"
+
+
 def test_an_import_time_failure_before_the_first_start_stands():
     """What vLLM prints before its start's first line (its imports, the platform's
     detection) is the start's own, not an earlier attempt's."""
