@@ -130,7 +130,8 @@ class Classifier:
     def _match_wrapped(self, wrapped: Wrapped, line: str) -> State | None:
         """Match a message hard-wrapped at a terminal's width, its parts joined. The
         continuation is appended as printed: a terminal cuts mid-word and mid-number.
-        Phase markers count too (a shutdown or ready line cut at the width)."""
+        Phase markers count too (a shutdown or ready line cut at the width). What the
+        continuation matches alone is its own line's, not the joined message's."""
         rest = continuation(clean_raw(line), wrapped.clean)
         clean, text = (wrapped.clean + rest).rstrip(), reshape(wrapped.text + rest)
         patterns = self.pack.patterns
@@ -148,6 +149,8 @@ class Classifier:
                     continue
                 changed = self._phase_marker(pattern, found.groupdict()) or changed
             elif pattern.kind == "rule" and pattern.regex.search(text):
+                if pattern.regex.search(rest):
+                    continue  # the next line's own finding (compose's "vllm-1 exited ...")
                 rule, first = self.pack.rules[pattern.owner], wrapped.first or self.lines
                 at = self.fed - (self.lines - first)
                 self.findings.consider(rule, clean, text, first, self._progress, self.lines, at)

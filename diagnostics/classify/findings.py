@@ -4,17 +4,18 @@ traceback chain it belongs to; the best of them (the evidence, with the lines th
 continue it); a ``before_ready`` match after ready (what a match's lines capture:
 :mod:`diagnostics.classify.wrapping`).
 
-The best finding: the lowest rank (``diagnostics.pack.pack.tier``: a specific cause beats
-generic structure, which beats a consequence; memory, then device faults, first among
-causes), then the earliest line. Python prints a chain's origin first ("The above
-exception was the direct cause of the following exception", "During handling of the
-above exception"), so among specific causes the chain's origin is its earliest finding,
-and across chains the earliest one wins; an exception line takes the place of the
-``raise`` code line that raised it (:class:`Raising`). The order is total and a later
-line never beats an earlier one of the same rank, so the choice is made as lines come
-(constant memory) and the fast path can skip what cannot beat it. Once a requested
-shutdown began (a stopping marker), a specific cause found before it is the verdict:
-what the shutdown prints does not compete with it."""
+The best finding: the lowest rank (``diagnostics.pack.pack.tier``: a specific cause
+beats generic structure, which beats a consequence; memory, then device faults, first
+among causes; pack order inside the structure kind), then the earliest line. Python
+prints a chain's origin first ("The above exception was the direct cause of the
+following exception", "During handling of the above exception"), so among specific
+causes the chain's origin is its earliest finding, and across chains the earliest one
+wins; an exception line takes the place of the ``raise`` code line that raised it
+(:class:`Raising`). The order is total and a later line never beats an earlier one of
+the same rank, so the choice is made as lines come (constant memory) and the fast path
+can skip what cannot beat it. Once a requested shutdown began (a stopping marker), a
+specific cause found before it is the verdict: what the shutdown prints does not compete
+with it."""
 
 from __future__ import annotations
 

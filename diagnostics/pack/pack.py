@@ -255,11 +255,15 @@ def tier(rule: Rule) -> int:
     return 2 + KINDS.index(rule.kind)
 
 
+_BY_POSITION = (2, 2 + KINDS.index("consequence"))  # the tiers ranked by position
+
+
 def _ranked(rules: list[Rule]) -> list[Rule]:
-    """The rules with their rank: by tier; inside the memory, fault, structure and
-    consequence tiers by pack order; every other specific cause shares one rank (the
-    earliest finding wins, see diagnostics.classify.findings)."""
-    keys = [(tier(r), 0 if tier(r) == 2 else r.priority) for r in rules]
+    """The rules with their rank: by tier; inside the memory, fault and structure tiers
+    by pack order; every other specific cause shares one rank, and so does every
+    consequence (the earliest finding wins, see diagnostics.classify.findings: a process
+    printed dying comes before NCCL's watchdog timing out waiting for it)."""
+    keys = [(tier(r), 0 if tier(r) in _BY_POSITION else r.priority) for r in rules]
     order = {key: n for n, key in enumerate(sorted(set(keys)))}
     return [r._replace(rank=order[key]) for r, key in zip(rules, keys, strict=True)]
 

@@ -11,7 +11,7 @@ import pytest
 from diagnostics import Classifier, State, classify_lines
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import labelled
-from tests.support.packs import shipped_pack
+from tests.support.packs import both_paths, shipped_pack
 
 PACK = shipped_pack()
 CASES = labelled()
@@ -89,6 +89,29 @@ def test_captures_survive_a_terminal_wrap():
     diagnosis = Classifier(PACK).feed_all(lines).diagnosis()
     assert "79.14 GiB in total" in diagnosis.cause
     assert diagnosis.evidence.line == 1
+
+
+def test_what_the_next_line_matches_alone_is_its_own_not_a_wrapped_messages():
+    """A line of exactly a terminal's width may go on on the next line; but what that
+    next line matches alone is its own finding, at its own line: compose's report that
+    the service exited, after an exception line of 80 columns, is not the exception's
+    message (the frames above still judge the exception by where it was raised); nor is
+    an exception after a warning of 80 columns the warning's."""
+    frames = [
+        "vllm-1  | Traceback (most recent call last):",
+        'vllm-1  |   File "/root/.cache/huggingface/modules/transformers_modules/glm/'
+        'tokenization_chatglm.py", line 108, in vocab_size',
+        "vllm-1  |     return self.tokenizer.n_words",
+    ]
+    exception = "vllm-1  | AttributeError: 'ChatGLMTokenizer' object has no attribute 'tokenizer'"
+    assert len(exception) == 80
+    diagnosis = both_paths([*frames, exception, "vllm-1 exited with code 1"])
+    assert (str(diagnosis.category), diagnosis.permanent) == ("remote_code", True)
+    assert diagnosis.evidence is not None and diagnosis.evidence.line == 4
+    warning = "INFO 11-04 14:22:51 model_runner.py:1403] CUDA graphs can take additional 1~3 Gi"
+    oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."
+    assert len(warning) == 80
+    assert both_paths([warning, oom]).evidence.line == 2
 
 
 def test_secrets_never_reach_the_diagnosis():

@@ -232,6 +232,27 @@ def test_generic_structure_beats_a_consequence_printed_before_it():
     assert both_paths(lines).rule == "broken-environment"
 
 
+DEATH = "ERROR 11-27 16:49:01 multiproc_worker_utils.py:116] Worker VllmWorkerProcess pid 119 died, exit code: -9"
+WATCHDOG = (
+    "[rank0]:[E1127 16:59:01.776501393 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, "
+    "NumelOut=1, Timeout(ms)=600000) ran for 600088 milliseconds before timing out."
+)
+
+
+@pytest.mark.parametrize("first", ["death", "watchdog"])
+def test_among_consequences_the_earliest_wins(first):
+    """Consequences are printed in the order they happened: a worker killed, then NCCL's
+    watchdog timing out on the collective the dead worker never joined, is the kill; a
+    watchdog's timeout printed first is the link's, and the deaths after it what it
+    caused. Pack order (the faults' rules come before the generic kill's) does not
+    decide."""
+    lines = [DEATH, WATCHDOG] if first == "death" else [WATCHDOG, DEATH]
+    diagnosis = both_paths(lines)
+    expected = "process-sigkilled" if first == "death" else "nccl-collective-timeout"
+    assert diagnosis.rule == expected and diagnosis.state is State.FAILED_TRANSIENT
+
+
 def test_a_worker_report_yields_to_the_exception_line_of_its_traceback():
     """The report comes before the worker's own traceback, whose exception line shows
     where it was raised: that line is judged (here by its frames: a ValueError raised in
