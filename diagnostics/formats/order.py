@@ -152,3 +152,43 @@ def reversed_lines(first: bytes, stream: Reader, block_size: int) -> Iterator[tu
                 lineno -= 1
         if lineno > 0 and not skip_final_empty:
             yield lineno, tail
+
+
+# The time an attempt's start line shows: vLLM's logger's ("INFO 09-02 14:08:51"), or a
+# collector's ISO stamp before it (the first on the line). vLLM's has no year.
+_START_TIME = re.compile(rb"(?<!\d)(?:\d{4}-)?(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?!\d)")
+_SAME_START = 120  # seconds: marker lines of one start (its version, then its arguments)
+_YEAR_TURNED = 183 * 86400  # a drop this large is December to January, in order
+
+
+def start_time(line: bytes) -> int | None:
+    """The seconds into the year (months of 31 days: only the order counts) at which an
+    attempt's start line says it began, or None."""
+    found = _START_TIME.search(line)
+    if found is None:
+        return None
+    month, day, hour, minute, second = (int(part) for part in found.groups())
+    return (((month * 31 + day) * 24 + hour) * 60 + minute) * 60 + second
+
+
+def newest_first(starts: Sequence[tuple[int, bytes]]) -> list[int] | None:
+    """Where each attempt begins, in paste order, when a user pasted the attempts newest
+    first ("latest run on top, the previous one below"): ``starts`` are the attempts'
+    marker lines (their position, the line), in paste order. A marker at most
+    ``_SAME_START`` seconds after the one before is the same start's; every later start
+    must have begun before the one pasted above it (so a log in order, or with a start
+    untimed, is not reordered)."""
+    kept: list[tuple[int, int]] = []
+    for at, line in starts:
+        time = start_time(line)
+        if time is None:
+            return None
+        if kept and 0 <= time - kept[-1][1] <= _SAME_START:
+            continue  # (the same start's next marker; its time is the first's)
+        kept.append((at, time))
+    if len(kept) < 2:
+        return None
+    drops = [before - after for (_, before), (_, after) in itertools.pairwise(kept)]
+    if all(0 < drop < _YEAR_TURNED for drop in drops):
+        return [at for at, _ in kept]
+    return None

@@ -45,6 +45,7 @@ from diagnostics.scanning.attemptseek import (
     attempt_starts,
     last_attempt,
 )
+from diagnostics.scanning.newest_first import as_pasted, oldest_first
 from diagnostics.scanning.runs import after_runs
 from diagnostics.scanning.sections import classify_sections, sectioned
 
@@ -104,7 +105,13 @@ def _classify_attempts(
     stream: BinaryIO, start: int, classifier: Classifier, block_size: int
 ) -> Diagnosis:
     """The file's verdict (:func:`_last_attempt_of_file`), or a later run's after the
-    platform reported the run that failed so ended (:func:`runs.after_runs`)."""
+    platform reported the run that failed so ended (:func:`runs.after_runs`); of
+    attempts pasted newest first, read in the order they ran (:mod:`newest_first`)."""
+    ordered = oldest_first(stream, start, classifier.pack)
+    if ordered is not None:
+        data, pasted = ordered
+        verdict = classify_stream(io.BytesIO(data), classifier.pack, block_size=block_size)
+        return as_pasted(verdict, pasted)
     verdict, restart = _last_attempt_of_file(stream, start, classifier, block_size)
     if not verdict.failed or restart is None:
         return verdict  # (a big crash loop judged by its last attempt or repetitions)

@@ -21,13 +21,15 @@ from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import looks_reversed
 from diagnostics.formats.streams import LineSplitter, _is_json_log
 from diagnostics.pack.rules import load_pack
+from diagnostics.scanning.newest_first import oldest_first
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import FIXTURES
 from tests.support.packs import shipped_pack
 
 PACK = shipped_pack()
-# A console export printed newest first is read backwards, and a container runtime's JSON
-# lines are decoded, by diagnose only: vLLM's own output (the worker's pipe) is neither.
+# A console export printed newest first is read backwards, attempts pasted newest first
+# are read in the order they ran, and a container runtime's JSON lines are decoded, by
+# diagnose only: vLLM's own output (the worker's pipe) is none of them.
 # Of the reconstructed logs (not real: fixtures/reconstructed/README.md) a fixed number,
 # for their shapes: the RECONSTRUCTED with the lowest CRC-32 of their names (a stable
 # sample; the share falls as sets are added, so that the test's cost stays the same: one
@@ -37,7 +39,10 @@ RECONSTRUCTED = 200
 
 def _read_as_written(path: Path) -> bool:
     head = path.read_bytes()[: 1 << 20]
-    return not looks_reversed(head) and not _is_json_log(head)
+    if looks_reversed(head) or _is_json_log(head):
+        return False
+    with path.open("rb") as stream:  # attempts pasted newest first: diagnose's too
+        return oldest_first(stream, 0, PACK) is None
 
 
 def _paths() -> list[Path]:
