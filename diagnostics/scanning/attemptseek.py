@@ -226,6 +226,25 @@ def _attempt_starts(
     return begins
 
 
+def candidate_lines(data: bytes, pack: RulePack) -> list[tuple[int, bytes]]:
+    """The lines of ``data`` (whole lines, in memory) where an attempt marker's head
+    matches, (offset, line) in order, not yet confirmed (:func:`is_attempt`)."""
+    database = _markers(pack)
+    if database is None:
+        return []
+    lines: list[tuple[int, bytes]] = []
+    for found in sorted(set(_ends(database, data))):
+        line_start, line_end = _line_at(data, found)
+        if not lines or lines[-1][0] != line_start:
+            lines.append((line_start, data[line_start : line_end if line_end >= 0 else len(data)]))
+    return lines
+
+
+def is_attempt(pack: RulePack, line: bytes) -> bool:
+    """Whether a raw line marks a new attempt (:func:`attempts.is_attempt_line`)."""
+    return _is_attempt(pack, line)
+
+
 def next_line(stream: BinaryIO, at: int) -> int:
     """The offset of the line after the one that begins at ``at``."""
     stream.seek(at)

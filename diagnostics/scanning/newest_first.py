@@ -12,10 +12,9 @@ from typing import BinaryIO, NamedTuple
 from diagnostics.formats.order import newest_first
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
-from diagnostics.scanning.attemptseek import attempt_starts
+from diagnostics.scanning.attemptseek import candidate_lines, is_attempt
 
 REORDER_MAX = 1 << 20  # a paste of several tries by hand is far smaller
-_STARTS_READ = 64  # the most attempts looked at
 
 
 class Block(NamedTuple):
@@ -33,17 +32,14 @@ def oldest_first(stream: BinaryIO, start: int, pack: RulePack) -> tuple[bytes, l
     end = stream.seek(0, 2)
     if end - start > REORDER_MAX:
         return None
-    begins = attempt_starts(stream, start, pack, REORDER_MAX, _STARTS_READ)
-    if len(begins) < 2:
-        return None
     stream.seek(start)
     data = stream.read(end - start)
-    marks = []
-    for begin in begins:
-        at = begin - start
-        line_end = data.find(b"\n", at)
-        marks.append((at, data[at : line_end if line_end >= 0 else len(data)]))
-    starts = newest_first(marks)
+    # the markers' lines by their heads first (cheap: most logs hold one start, or
+    # several in order); confirmed only when they read newest first
+    marks = candidate_lines(data, pack)
+    if newest_first(marks) is None:
+        return None
+    starts = newest_first([(at, line) for at, line in marks if is_attempt(pack, line)])
     if starts is None:
         return None
     parts, blocks, first = [], [], 1
