@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache, partial
 
 from diagnostics.classify.attempts import last_attempt_of_lines
-from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored
+from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored, warned
 from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, read_line
 from diagnostics.classify.linereading import hit_ids as _hit_ids
 from diagnostics.classify.normalize import (
@@ -240,12 +240,24 @@ _ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
 
 def _forget_outgrown(findings: Findings, state: State | None) -> None:
     """The start entered ``state``: a verdict whose rule is forgotten when the start goes
-    on (``until_progress``) is, once ``state`` is later than the phase it was found in."""
+    on (``until_progress``) is, once ``state`` is later than the phase it was found in; a
+    warning's generic words (:func:`_words_warned`) once the start makes progress in the
+    phase it was found in or a later one."""
     best = findings.best
-    if best is None or not best.rule.until_progress:
+    if best is None or state not in _ORDER or best.phase not in _ORDER:
         return
-    if state in _ORDER and best.phase in _ORDER and _ORDER.index(state) > _ORDER.index(best.phase):
+    if best.rule.until_progress and _ORDER.index(state) > _ORDER.index(best.phase):
         findings.clear()
+    elif _words_warned(best) and _ORDER.index(state) >= max(1, _ORDER.index(best.phase)):
+        findings.clear()  # (not a new start's announcement: progress)
+
+
+def _words_warned(best: Hit) -> bool:
+    """Generic structure (the socket's words) that vLLM or a library logged below ERROR:
+    a retry's notice ("Error while downloading ...: Read timed out", then "Trying to
+    resume download..."). Progress after it (the download or the load going on) outgrew
+    it."""
+    return best.rule.generic and best.rule.kind == "structure" and warned(best.raw)
 
 
 def _a_vllm_start(groups: Mapping[str, str | None]) -> bool:

@@ -508,3 +508,24 @@ def test_an_engine_timeout_names_what_made_the_start_slow(lines, rule, state):
     network's; any cause printed decides."""
     diagnosis = both_paths([SERVER, *lines])
     assert (diagnosis.rule, diagnosis.state) == (rule, state)
+
+
+RETRIED = (
+    "(VllmWorker TP0 pid=346) WARNING 08-14 09:24:19 [file_download.py:719] Error while "
+    "downloading from https://cdn-lfs-us-1.hf.co/repos/8c/model-00003-of-00030.safetensors: "
+    "HTTPSConnectionPool(host='cdn-lfs-us-1.hf.co', port=443): Read timed out."
+)
+SHARD = "model-00004-of-00030.safetensors: 100%|██████████| 4.66G/4.66G [00:38<00:00, 121MB/s]"
+
+
+def test_a_warnings_socket_words_the_start_went_on_after_are_forgotten():
+    """huggingface_hub's notice of a download it retries, logged below ERROR, then the
+    next shards downloading: the start went on (under way). Without progress after it,
+    or raised, the same words are a network fault."""
+    before = [SERVER, "model-00001-of-00030.safetensors: 100%|██████████| 4.58G/4.58G"]
+    assert both_paths([*before, RETRIED, "Trying to resume download...", SHARD]).state is (
+        State.DOWNLOADING
+    )
+    assert str(both_paths([*before, RETRIED]).category) == "network"
+    raised = RETRIED.split("] ", 1)[1].replace("Error while", "OSError: Error while")
+    assert both_paths([*before, raised, SHARD]).failed
