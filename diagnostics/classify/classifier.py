@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache, partial
 
 from diagnostics.classify.attempts import last_attempt_of_lines
-from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored, warned
+from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored
 from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, read_line
 from diagnostics.classify.linereading import hit_ids as _hit_ids
 from diagnostics.classify.normalize import (
@@ -31,7 +31,7 @@ from diagnostics.classify.normalize import (
     reshape,
     wrapped_at_width,
 )
-from diagnostics.classify.progress import Progress
+from diagnostics.classify.progress import Progress, outgrown
 from diagnostics.classify.services import Services, access_line
 from diagnostics.classify.serving import tail_of
 from diagnostics.classify.unmatched import unmatched, with_tail
@@ -130,8 +130,7 @@ class Classifier:
     def _match_wrapped(self, wrapped: Wrapped, line: str) -> State | None:
         """Match a message hard-wrapped at a terminal's width, its parts joined. The
         continuation is appended as printed: a terminal cuts mid-word and mid-number.
-        Phase markers count too (a shutdown or ready line cut at the width). What the
-        continuation matches alone is its own line's, not the joined message's."""
+        Phase markers count too (a shutdown or ready line cut at the width)."""
         rest = continuation(clean_raw(line), wrapped.clean)
         clean, text = (wrapped.clean + rest).rstrip(), reshape(wrapped.text + rest)
         patterns = self.pack.patterns
@@ -148,9 +147,7 @@ class Classifier:
                 if pattern.regex.search(wrapped.text) or pattern.regex.search(rest):
                     continue
                 changed = self._phase_marker(pattern, found.groupdict()) or changed
-            elif pattern.kind == "rule" and pattern.regex.search(text):
-                if pattern.regex.search(rest):
-                    continue  # the next line's own finding (compose's "vllm-1 exited ...")
+            elif pattern.kind == "rule" and not _its_own(pattern, text, rest):
                 rule, first = self.pack.rules[pattern.owner], wrapped.first or self.lines
                 at = self.fed - (self.lines - first)
                 self.findings.consider(rule, clean, text, first, self._progress, self.lines, at)
@@ -212,7 +209,7 @@ class Classifier:
         ready, done = state is State.READY, bool(groups.get("engine_done"))
         if ready and self._progress.left:
             return None  # vLLM's program ended before: another program's server is up
-        _forget_outgrown(self.findings, state)
+        _outgrow(self.findings, state)
         if not self.findings.outlived(ready, done, self._services.apart):
             return None  # another vLLM service is up: this one's failure stands
         return self._progress.enter(name)
@@ -234,30 +231,17 @@ def following(classifier: Classifier) -> Classifier:
     return later
 
 
-# The phases of a start in their order (a later one: the start went on).
-_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
-
-
-def _forget_outgrown(findings: Findings, state: State | None) -> None:
-    """The start entered ``state``: a verdict whose rule is forgotten when the start goes
-    on (``until_progress``) is, once ``state`` is later than the phase it was found in; a
-    warning's generic words (:func:`_words_warned`) once the start makes progress in the
-    phase it was found in or a later one."""
-    best = findings.best
-    if best is None or state not in _ORDER or best.phase not in _ORDER:
-        return
-    if best.rule.until_progress and _ORDER.index(state) > _ORDER.index(best.phase):
+def _outgrow(findings: Findings, state: State | None) -> None:
+    """The start entered ``state``: forget the best finding if it outgrew it."""
+    if findings.best is not None and outgrown(findings.best, state):
         findings.clear()
-    elif _words_warned(best) and _ORDER.index(state) >= max(1, _ORDER.index(best.phase)):
-        findings.clear()  # (not a new start's announcement: progress)
 
 
-def _words_warned(best: Hit) -> bool:
-    """Generic structure (the socket's words) that vLLM or a library logged below ERROR:
-    a retry's notice ("Error while downloading ...: Read timed out", then "Trying to
-    resume download..."). Progress after it (the download or the load going on) outgrew
-    it."""
-    return best.rule.generic and best.rule.kind == "structure" and warned(best.raw)
+def _its_own(pattern: Pattern, joined: str, rest: str) -> bool:
+    """Whether a rule's pattern misses a wrapped message ``joined`` or matches its
+    continuation ``rest`` alone: then the next line's own finding (compose's "vllm-1
+    exited with code 1"), not the message's."""
+    return not pattern.regex.search(joined) or pattern.regex.search(rest) is not None
 
 
 def _a_vllm_start(groups: Mapping[str, str | None]) -> bool:

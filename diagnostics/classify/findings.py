@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from diagnostics.classify.normalize import wrapped_at_width
-from diagnostics.classify.progress import Origin, Progress
+from diagnostics.classify.progress import Origin, Progress, warned
 from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
 from diagnostics.model import State
 from diagnostics.pack.pack import claim_rank
@@ -252,10 +252,6 @@ _RECORD = re.compile(
 )
 
 
-# vLLM's logger header at a level below ERROR (under any process prefix).
-_BELOW_ERROR = re.compile(r"(?:^|[\s|:)\]])(?:WARNING|INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d")
-
-
 def logged_repr(text: str, clean: str) -> bool:
     """Whether ``clean`` logs an exception as its repr (``X('msg')``, which normalising
     reshaped into ``text``, ``X: msg``). vLLM 0.6's engine logs an exception so and then
@@ -264,17 +260,6 @@ def logged_repr(text: str, clean: str) -> bool:
     line, which takes its place (Findings.consider)."""
     exc, sep, _ = text.partition(": ")
     return bool(sep) and clean.endswith(("')", '")')) and f"{exc.lstrip()}(" in clean
-
-
-def warned(raw: str) -> bool:
-    """Whether a finding's raw line is one vLLM logged below ERROR: a warning whose words
-    a rule reads (some of vLLM's warnings are fatal: the start ends after them). When
-    the engine's whole initialisation ("init engine (profile, create kv cache, warmup
-    model) took", after all its workers') comes after it, it was not: the classifier
-    forgets it, as a ready marker forgets what came before. An ERROR line or an
-    exception is never forgotten there: another engine (data parallel) may have
-    printed it."""
-    return _BELOW_ERROR.search(raw) is not None
 
 
 # A traceback's header or frame: never the message going on.

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from diagnostics.model import State
 from diagnostics.pack.evidence import REPOSITORY_CODE, project_path
 from diagnostics.pack.rules import PHASES, Pattern
+
+if TYPE_CHECKING:  # (findings imports this module)
+    from diagnostics.classify.findings import Hit
 
 # A frame line, standard or IPython's; an IPython header with the exception's class.
 _FRAME = re.compile(
@@ -189,3 +192,42 @@ class Progress:
             return None
         self.phase = state
         return state
+
+
+# vLLM's logger header at a level below ERROR (under any process prefix).
+_BELOW_ERROR = re.compile(r"(?:^|[\s|:)\]])(?:WARNING|INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def warned(raw: str) -> bool:
+    """Whether a finding's raw line is one vLLM logged below ERROR: a warning whose words
+    a rule reads (some of vLLM's warnings are fatal: the start ends after them). When
+    the engine's whole initialisation ("init engine (profile, create kv cache, warmup
+    model) took", after all its workers') comes after it, it was not: the classifier
+    forgets it, as a ready marker forgets what came before. An ERROR line or an
+    exception is never forgotten there: another engine (data parallel) may have
+    printed it."""
+    return _BELOW_ERROR.search(raw) is not None
+
+
+# The phases of a start in their order (a later one: the start went on).
+_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
+
+
+def outgrown(best: Hit, state: State | None) -> bool:
+    """Whether the start entering ``state`` forgets the verdict ``best``: its rule is
+    forgotten when the start goes on (``until_progress``) and ``state`` is later than
+    the phase it was found in; or it is a warning's generic words (:func:`_words_warned`)
+    and the start made progress in that phase or a later one (not a new start)."""
+    if state not in _ORDER or best.phase not in _ORDER:
+        return False
+    if best.rule.until_progress:
+        return _ORDER.index(state) > _ORDER.index(best.phase)
+    return _words_warned(best) and _ORDER.index(state) >= max(1, _ORDER.index(best.phase))
+
+
+def _words_warned(best: Hit) -> bool:
+    """Generic structure (the socket's words) that vLLM or a library logged below ERROR:
+    a retry's notice ("Error while downloading ...: Read timed out", then "Trying to
+    resume download..."). Progress after it (the download or the load going on) outgrew
+    it."""
+    return best.rule.generic and best.rule.kind == "structure" and warned(best.raw)
