@@ -24,6 +24,8 @@ from diagnostics.classify.attempts import last_attempt_of_lines
 from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored
 from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, read_line
 from diagnostics.classify.linereading import hit_ids as _hit_ids
+from diagnostics.classify.linereading import may_match as _may_match
+from diagnostics.classify.linereading import rules_matching as _rules_matching
 from diagnostics.classify.normalize import (
     clean_raw,
     continuation,
@@ -31,7 +33,7 @@ from diagnostics.classify.normalize import (
     reshape,
     wrapped_at_width,
 )
-from diagnostics.classify.progress import Progress, outgrown
+from diagnostics.classify.progress import Progress, late_setting, outgrown, settings_shown
 from diagnostics.classify.services import Services, access_line
 from diagnostics.classify.serving import tail_of
 from diagnostics.classify.unmatched import unmatched, with_tail
@@ -49,18 +51,6 @@ __all__ = ["MAX_STORED_LINE", "Classifier", "classify_lines", "default_pack", "r
 @lru_cache(maxsize=1)
 def default_pack() -> RulePack:
     return load_pack()
-
-
-def _rules_matching(pack: RulePack, text: str) -> set[int]:
-    """The priorities of the rules whose patterns match ``text``."""
-    encoded = text.encode("utf-8", "surrogateescape")  # (as linereading reads a line)
-    patterns = [pack.patterns[i] for i in _hit_ids(pack, encoded)]
-    return {p.owner for p in patterns if p.kind == "rule" and p.regex.search(encoded)}
-
-
-def _may_match(pack: RulePack, text: str) -> set[int]:
-    """The ``id`` of each pattern the prefilter says may match ``text``."""
-    return {id(pack.patterns[i].regex) for i in _hit_ids(pack, text)}
 
 
 class Classifier:
@@ -215,6 +205,13 @@ class Classifier:
         return self._progress.enter(name)
 
 
+def knowing(shown: frozenset[int], pack: RulePack | None = None) -> Classifier:
+    """A classifier that knows the settings a paste shows anywhere (settings_shown)."""
+    classifier = Classifier(pack)
+    classifier._progress = Progress(shown)
+    return classifier
+
+
 def reached(classifier: Classifier) -> tuple[State, Mapping[str, str]]:
     """The phase a classifier's start is in and the settings its attempt logged (vLLM's
     arguments, its engine's config), by kind: how far an attempt got, with what
@@ -283,11 +280,13 @@ def _read_class(classifier: Classifier, cls: str, clean: str) -> None:
             findings.consider(rule, clean, text, line, progress, 0, fed, header=True)
 
 
-def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagnosis:
-    """Classify a whole log given as lines (convenience for tests and small inputs); of
-    several attempts, the last one's failure (:mod:`diagnostics.classify.attempts`)."""
+def classify_lines(
+    lines: Iterable[str], pack: RulePack | None = None, shown: frozenset[int] = frozenset()
+) -> Diagnosis:
+    """Classify a whole log given as lines (for tests and small inputs); of several
+    attempts, the last one's failure (:mod:`attempts`); a setting shown late, known."""
     lines = list(lines)
-    classifier = Classifier(pack).feed_all(lines)
+    classifier = knowing(shown, pack).feed_all(lines)
     pack = classifier.pack
     # a server at work whose ready marker was cut off, or a request's error in one
     tail = lambda: tail_of(lines)  # noqa: E731
@@ -296,4 +295,6 @@ def classify_lines(lines: Iterable[str], pack: RulePack | None = None) -> Diagno
     again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
     after = lambda some: following(classifier).feed_all(some).diagnosis()  # noqa: E731
     reach = lambda some: reached(Classifier(pack).feed_all(some))  # noqa: E731
-    return last_attempt_of_lines(verdict, lines, pack, again, after, reach)
+    verdict = last_attempt_of_lines(verdict, lines, pack, again, after, reach)
+    late = frozenset() if shown else settings_shown(verdict, pack, lines)
+    return late_setting(verdict, late, pack, lambda: classify_lines(lines, pack, late))

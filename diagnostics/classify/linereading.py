@@ -39,6 +39,18 @@ def hit_ids(pack: RulePack, text: str | bytes) -> set[int]:
     return ids
 
 
+def rules_matching(pack: RulePack, text: str) -> set[int]:
+    """The priorities of the rules whose patterns match ``text``."""
+    encoded = text.encode("utf-8", "surrogateescape")  # (as linereading reads a line)
+    patterns = [pack.patterns[i] for i in hit_ids(pack, encoded)]
+    return {p.owner for p in patterns if p.kind == "rule" and p.regex.search(encoded)}
+
+
+def may_match(pack: RulePack, text: str) -> set[int]:
+    """The ``id`` of each pattern the prefilter says may match ``text``."""
+    return {id(pack.patterns[i].regex) for i in hit_ids(pack, text)}
+
+
 def read_line(pack: RulePack, line: str) -> Reading | None:
     """What the patterns read on ``line`` (without its line end), in the order the
     classifier takes them (traceback headers first); None when no pattern hits it."""

@@ -7,12 +7,13 @@ the model repository's own code it shows (where its exception was raised: proven
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from diagnostics.model import State
+from diagnostics.classify.normalize import normalize
+from diagnostics.model import Diagnosis, State
 from diagnostics.pack.evidence import REPOSITORY_CODE, project_path
-from diagnostics.pack.rules import PHASES, Pattern
+from diagnostics.pack.rules import PHASES, Pattern, RulePack
 
 if TYPE_CHECKING:  # (findings imports this module)
     from diagnostics.classify.findings import Hit
@@ -69,13 +70,14 @@ _SETTINGS_KEPT = 1 << 14  # characters of an attempt's logged settings kept
 class Progress:
     """The phase and the traceback state of one log (see :class:`Classifier`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shown: frozenset[int] = frozenset()) -> None:
         self.phase = State.STARTING
+        self.shown = shown  # rules whose settings the paste shows anywhere (shown_anywhere)
         self.stopping = False
         self.traceback: int | None = None  # line of a traceback start after the last ready
         self.error: int | None = None  # line of the first ERROR-level line since a phase
         self.frames: set[int] = set()  # rules whose traceback frames were seen
-        self.after: set[int] = set()  # rules whose `after` markers were seen
+        self.after: set[int] = set(shown)  # rules whose `after` markers were seen
         self.context: dict[str, str] = {}  # named captures of phase markers (the version)
         self.settings: dict[str, str] = {}  # what the current attempt logged, by line kind
         self.chain = 0  # tracebacks seen; a chained one keeps the number of the one above
@@ -187,7 +189,7 @@ class Progress:
             # last ready marker on): traceback frames and `after` markers are forgotten.
             self.stopping = self.exited = False
             self.frames.clear()
-            self.after.clear()
+            self.after = set(self.shown)
         if state is self.phase:
             return None
         self.phase = state
@@ -231,3 +233,30 @@ def _words_warned(best: Hit) -> bool:
     resume download..."). Progress after it (the download or the load going on) outgrew
     it."""
     return best.rule.generic and best.rule.kind == "structure" and warned(best.raw)
+
+
+def settings_shown(verdict: Diagnosis, pack: RulePack, lines: Iterable[str]) -> frozenset[int]:
+    """The rules read ``anywhere`` (their ``after`` markers are settings: the environment
+    the start ran in, wherever the paste shows it) that read the failed ``verdict``'s
+    evidence and whose markers one of ``lines`` (raw) shows: a setting pasted after the
+    failure (an environment dump, a compose file below the log) that the classifier,
+    reading in order, had not seen when it read the evidence."""
+    if not verdict.failed or verdict.evidence is None:
+        return frozenset()
+    text = normalize(verdict.evidence.text)
+    rules = [r for r in pack.rules if r.anywhere and any(rx.search(text) for rx in r.patterns)]
+    if not rules:
+        return frozenset()
+    shown = {r.priority for r in rules for line in lines if any(rx.search(line) for rx in r.after)}
+    return frozenset(shown)
+
+
+def late_setting(
+    verdict: Diagnosis, shown: frozenset[int], pack: RulePack, again: Callable[[], Diagnosis]
+) -> Diagnosis:
+    """``verdict``, or the log read ``again`` knowing the settings ``shown`` anywhere
+    (:func:`settings_shown`), when a rule they condition reads it so."""
+    if not shown or (verdict.rule or "") in {pack.rules[p].id for p in shown}:
+        return verdict
+    read = again()
+    return read if read.rule in {pack.rules[p].id for p in shown} else verdict

@@ -265,3 +265,11 @@ class LineSplitter:
     def close(self) -> list[bytes]:
         rest, self._buffer = self._buffer, b""
         return [rest] if rest else []
+
+
+def seekable(stream: BinaryIO) -> bool:
+    """Whether ``stream`` can be read backwards (a file; not a pipe)."""
+    try:
+        return stream.seekable()
+    except (AttributeError, OSError, ValueError):
+        return False

@@ -110,6 +110,7 @@ class Rule(NamedTuple):
     after: tuple[Regex, ...] = ()
     before_ready: bool = False  # after a ready marker, counts only once vLLM exited
     until_progress: bool = False  # forgotten when the start goes on to a later phase
+    anywhere: bool = False  # its ``after`` markers (settings) count wherever a paste shows them
     defaults: Mapping[str, str] = MappingProxyType({})
     generic: bool = False
     transient_if: TransientIf | None = None

@@ -26,7 +26,7 @@ _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
 _OPTIONAL = ("when", "defaults", "generic", "note", "transient_if", "kind", "message_lines")
 _RULE_KEYS = {*_REQUIRED, *_OPTIONAL}
-_WHEN_KEYS = {"traceback_through", "after", "before_ready", "until_progress"}
+_WHEN_KEYS = {"traceback_through", "after", "before_ready", "until_progress", "anywhere"}
 _PHASE_KEYS = {"phase", "patterns", "note"}
 _FILE_KEYS = {"rules", "phases", "provenance"}
 
@@ -244,13 +244,12 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
         else ()
     )
     after = _regexes(when["after"], where, "when.after", known) if "after" in when else ()
-    before_ready, until_progress = (
-        when.get("before_ready", False),
-        when.get("until_progress", False),
-    )
-    for key, flag in (("before_ready", before_ready), ("until_progress", until_progress)):
+    flags = {key: when.get(key, False) for key in ("before_ready", "until_progress", "anywhere")}
+    for key, flag in flags.items():
         if not isinstance(flag, bool):
             raise RulePackError(f"{where}: field when.{key}: must be true or false")
+    if flags["anywhere"] and not after:
+        raise RulePackError(f"{where}: field when.anywhere: needs when.after (its markers)")
     defaults = raw.get("defaults") or {}
     if not isinstance(defaults, dict) or not all(isinstance(v, str) for v in defaults.values()):
         raise RulePackError(f"{where}: field defaults: must map capture names to strings")
@@ -288,8 +287,9 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
         source=file,
         traceback_through=through,
         after=after,
-        before_ready=before_ready,
-        until_progress=until_progress,
+        before_ready=flags["before_ready"],
+        until_progress=flags["until_progress"],
+        anywhere=flags["anywhere"],
         defaults=dict(defaults),
         generic=generic,
         transient_if=transient_if,

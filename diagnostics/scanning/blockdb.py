@@ -147,7 +147,10 @@ def relevant_ids(
     exception was raised), the stopping marker when a better rule is generic or the
     verdict a specific cause (the marker makes the classifier ignore generic rules, and
     every rule once a specific cause stands), and, in the ready phase (``ready``), the
-    markers that end it when a better rule counts only before ready. ``exits``: a
+    markers that end it when a better rule counts only before ready; every phase marker
+    while the verdict's rule is forgotten when the start goes on, and the markers of
+    downloading and loading while it is generic structure (a warning's words, which
+    progress outgrows: classify.progress.outgrown). ``exits``: a
     traceback that leaves vLLM's program makes a later ready marker another program's
     (Progress.left) until vLLM starts again, and the file shows one before its last ready
     marker (readyseek's plan): before ready, the traceback headers and frames and the
@@ -162,6 +165,9 @@ def relevant_ids(
     leaves_ready = ready and any(rule.before_ready for rule in better)
     # the verdict's own rule is forgotten when the start goes on: every phase marker counts
     progress = any(r.rank == best and r.until_progress for r in pack.rules)
+    # or, logged below ERROR, its generic words are once the start makes progress after
+    # them (classify.progress.outgrown): the markers of downloading and loading count
+    words = any(r.rank == best and r.generic and r.kind == "structure" for r in pack.rules)
     leaving = exits and not ready
     found = set()
     for index, pattern in enumerate(pack.patterns):
@@ -169,6 +175,7 @@ def relevant_ids(
             phase = pack.phases[pattern.owner].phase
             clears = phase == "ready" or "engine_done" in pattern.regex.groupindex
             keep = generic or cause if phase == "stopping" else clears or leaves_ready or progress
+            keep = keep or (words and phase in ("downloading", "loading"))
             keep = keep or (leaving and phase == "starting")
         elif pattern.kind == "traceback":
             keep = traceback_rules or structure or leaving

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import codecs
 import io
-from functools import cache
+from functools import cache, partial
 from typing import BinaryIO
 
 from diagnostics.classify.attempts import (
@@ -31,11 +31,11 @@ from diagnostics.classify.attempts import (
     last_attempt_verdict,
     went_further,
 )
-from diagnostics.classify.classifier import Classifier, reached
+from diagnostics.classify.classifier import Classifier, knowing, reached
 from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import console_head, going_back, looks_reversed, reversed_lines
-from diagnostics.formats.streams import blocks, decoded, record_times
+from diagnostics.formats.streams import blocks, decoded, record_times, seekable
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
@@ -45,7 +45,7 @@ from diagnostics.scanning.attemptseek import (
     attempt_starts,
     last_attempt,
 )
-from diagnostics.scanning.newest_first import as_pasted, oldest_first
+from diagnostics.scanning.pasted import read_whole
 from diagnostics.scanning.runs import after_runs
 from diagnostics.scanning.sections import classify_sections, sectioned
 
@@ -64,14 +64,20 @@ class InputError(Exception):
     """Raised when an input cannot be classified (empty or binary)."""
 
 
-def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK_SIZE) -> Diagnosis:
+def classify_stream(
+    stream: BinaryIO,
+    pack: RulePack,
+    *,
+    block_size: int = BLOCK_SIZE,
+    shown: frozenset[int] = frozenset(),  # settings the paste shows anywhere (progress)
+) -> Diagnosis:
     raw = stream.read(block_size)
     first, reader = decoded(raw, stream, block_size)
     if not first:
         raise InputError("empty input")
     if b"\x00" in first[:65536]:
         raise InputError("binary input (NUL bytes), not a text log")
-    classifier = Classifier(pack)
+    classifier = knowing(shown, pack)
     if console_head(first) and len(first) < _DETECT_SIZE:
         # The order is judged on the first _DETECT_SIZE bytes, whatever the block size.
         first += reader.read(_DETECT_SIZE - len(first))
@@ -85,8 +91,9 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
         return classify_sections(first, reader, pack, block_size)
     if reader is not stream:  # decoded (UTF-16/32, CR line ends): read as it comes
         fastpath.classify_blocks(blocks(first, reader, block_size), classifier)
-    elif _seekable(stream):
-        return _classify_attempts(stream, stream.tell() - len(first), classifier, block_size)
+    elif seekable(stream):
+        start = stream.tell() - len(first)
+        return _classify_attempts(stream, start, classifier, block_size, shown)
     else:
         # A pipe cannot be read backwards: copied to a temporary file first (as a console
         # export is), in blocks.
@@ -97,21 +104,30 @@ def classify_stream(stream: BinaryIO, pack: RulePack, *, block_size: int = BLOCK
         with tempfile.TemporaryFile() as spool:
             spool.write(bom + first)
             shutil.copyfileobj(stream, spool, block_size)
-            return _classify_attempts(spool, len(bom), classifier, block_size)
+            return _classify_attempts(spool, len(bom), classifier, block_size, shown)
     return classifier.diagnosis()
 
 
 def _classify_attempts(
-    stream: BinaryIO, start: int, classifier: Classifier, block_size: int
+    stream: BinaryIO,
+    start: int,
+    classifier: Classifier,
+    block_size: int,
+    shown: frozenset[int] = frozenset(),
 ) -> Diagnosis:
     """The file's verdict (:func:`_last_attempt_of_file`), or a later run's after the
-    platform reported the run that failed so ended (:func:`runs.after_runs`); of
-    attempts pasted newest first, read in the order they ran (:mod:`newest_first`)."""
-    ordered = oldest_first(stream, start, classifier.pack)
-    if ordered is not None:
-        data, pasted = ordered
-        verdict = classify_stream(io.BytesIO(data), classifier.pack, block_size=block_size)
-        return as_pasted(verdict, pasted)
+    platform reported the run that failed so ended (:func:`runs.after_runs`); a small
+    paste read whole (:mod:`pasted`: attempts pasted newest first, a setting shown after
+    the failure)."""
+    pack = classifier.pack
+    read = lambda: _attempts_and_runs(stream, start, classifier, block_size)  # noqa: E731
+    again = partial(classify_stream, pack=pack, block_size=block_size)
+    return read_whole(stream, start, pack, shown, read, lambda data, k: again(data, shown=k))
+
+
+def _attempts_and_runs(
+    stream: BinaryIO, start: int, classifier: Classifier, block_size: int
+) -> Diagnosis:
     verdict, restart = _last_attempt_of_file(stream, start, classifier, block_size)
     if not verdict.failed or restart is None:
         return verdict  # (a big crash loop judged by its last attempt or repetitions)
@@ -249,13 +265,6 @@ def _tail_line(stream: BinaryIO, start: int) -> int:
     at = max(start, stream.seek(0, 2) - TAIL_BYTES)
     before = fastpath.count_lines(stream, start, at)
     return before + (2 if at > start else 1)  # the line ``at`` is in was dropped
-
-
-def _seekable(stream: BinaryIO) -> bool:
-    try:
-        return stream.seekable()
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 def _classify_file(

@@ -6,12 +6,14 @@ consequence marker, in one process and interleaved across ranks, through both pa
 from __future__ import annotations
 
 import functools
+import io
 import itertools
 
 import pytest
 
 from diagnostics import classify_lines
 from diagnostics.model import State
+from diagnostics.scanning.scan import classify_stream
 from tests.support.packs import both_paths, shipped_pack
 
 PACK = shipped_pack()
@@ -529,3 +531,9 @@ def test_a_warnings_socket_words_the_start_went_on_after_are_forgotten():
     assert str(both_paths([*before, RETRIED]).category) == "network"
     raised = RETRIED.split("] ", 1)[1].replace("Error while", "OSError: Error while")
     assert both_paths([*before, raised, SHARD]).failed
+    # the block scan keeps the progress markers relevant while such words stand: a big
+    # log whose blocks between are skipped reads the same
+    filler = [f"INFO 08-14 09:25:{n % 60:02d} [metrics.py:1] heartbeat {n}" for n in range(6000)]
+    lines = [*before, RETRIED, *filler, SHARD]
+    by_file = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK, block_size=4096)
+    assert by_file.state is State.DOWNLOADING

@@ -114,6 +114,10 @@ def test_an_oom_rule_is_transient_only_where_its_when_places_it(tmp_path):
             "rule 'some-rule': field when.until_progress: must be true or false",
         ),
         (
+            changed("    cause:", "    when: {anywhere: true}\n    cause:"),
+            "rule 'some-rule': field when.anywhere: needs when.after (its markers)",
+        ),
+        (
             "phases:\n  - phase: cooking\n    patterns: [x]\nrules:" + GOOD,
             "phase #1: field phase: 'cooking'",
         ),
@@ -148,6 +152,7 @@ def test_an_oom_rule_is_transient_only_where_its_when_places_it(tmp_path):
         "top-level",
         "when-keys",
         "when-until-progress-type",
+        "when-anywhere-without-after",
         "phase-name",
         "message-lines-range",
         "message-lines-type",

@@ -21,7 +21,7 @@ from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import looks_reversed
 from diagnostics.formats.streams import LineSplitter, _is_json_log
 from diagnostics.pack.rules import load_pack
-from diagnostics.scanning.newest_first import oldest_first
+from diagnostics.scanning.pasted import oldest_first
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import FIXTURES
 from tests.support.packs import shipped_pack

@@ -1,14 +1,22 @@
-"""Attempts pasted newest first ("latest run on top, the previous one below"): found by
-the times their start lines show (:func:`diagnostics.formats.order.newest_first`), read
-in the order they ran, so that the last attempt is the one that ran last
-(:mod:`diagnostics.classify.attempts`). Only ``diagnose``'s, for a paste of at most
-``REORDER_MAX`` bytes: vLLM's own output (the worker's pipe) runs in order."""
+"""A paste read whole (at most ``REORDER_MAX`` bytes; ``diagnose``'s only: vLLM's own
+output, the worker's pipe, runs in order and shows no settings after it):
+
+- attempts pasted newest first ("latest run on top, the previous one below"), found by
+  the times their start lines show (:func:`diagnostics.formats.order.newest_first`), are
+  read in the order they ran, so that the last attempt is the one that ran last
+  (:mod:`diagnostics.classify.attempts`);
+- a setting the paste shows after the failure (an environment dump, a compose file
+  below the log) is the environment the start ran in: the log is read again knowing it
+  (:func:`diagnostics.classify.progress.settings_shown`)."""
 
 from __future__ import annotations
 
+import io
 import itertools
+from collections.abc import Callable, Iterator
 from typing import BinaryIO, NamedTuple
 
+from diagnostics.classify.progress import late_setting, settings_shown
 from diagnostics.formats.order import newest_first
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
@@ -65,3 +73,37 @@ def as_pasted(diagnosis: Diagnosis, blocks: list[Block]) -> Diagnosis:
             )
         line -= block.lines
     return diagnosis
+
+
+def read_whole(
+    stream: BinaryIO,
+    start: int,
+    pack: RulePack,
+    shown: frozenset[int],
+    read: Callable[[], Diagnosis],
+    classify: Callable[[BinaryIO, frozenset[int]], Diagnosis],
+) -> Diagnosis:
+    """The verdict of ``stream`` (its text from ``start``): ``read()``, the file's as it
+    runs; or, of attempts pasted newest first, ``classify``'s of them reordered; or, of
+    a setting shown after the failure, ``classify``'s knowing it (``shown``: the
+    settings this reading already knows)."""
+    ordered = oldest_first(stream, start, pack)
+    if ordered is not None:
+        data, pasted = ordered
+        return as_pasted(classify(io.BytesIO(data), shown), pasted)
+    verdict = read()
+    if shown or stream.seek(0, 2) - start > REORDER_MAX:
+        return verdict
+    late = settings_shown(verdict, pack, _text_lines(stream, start))
+
+    def again() -> Diagnosis:
+        stream.seek(start)
+        return classify(stream, late)
+
+    return late_setting(verdict, late, pack, again)
+
+
+def _text_lines(stream: BinaryIO, start: int) -> Iterator[str]:
+    """The lines of a small file, read when first asked for."""
+    stream.seek(start)
+    yield from stream.read().decode("utf-8", "replace").splitlines()

@@ -1,6 +1,7 @@
-"""Attempts pasted newest first (diagnostics.scanning.newest_first): read in the order they
-ran, by the times their start lines show, so that the attempt that ran last decides; a
-paste in order, or whose starts show no time, is read as pasted."""
+"""A paste read whole (diagnostics.scanning.pasted): attempts pasted newest first are read
+in the order they ran, by the times their start lines show, so that the attempt that
+ran last decides (a paste in order, or whose starts show no time, is read as pasted);
+a setting the paste shows after the failure is the environment the start ran in."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import io
 
 import pytest
 
+from diagnostics import classify_lines
 from diagnostics.formats.order import newest_first, start_time
 from diagnostics.scanning.scan import classify_stream
 from tests.support.packs import shipped_pack
@@ -105,3 +107,38 @@ def test_a_year_turning_is_in_order_and_a_start_without_a_time_says_nothing():
     assert start_time(b"2025-02-11T16:44:04Z vllm | INFO 02-11 16:44:04 x") == start_time(
         b"INFO 02-11 16:44:04 x"
     )
+
+
+OFFLINE_MISS = [
+    "INFO 05-19 02:11:44 [api_server.py:1043] vLLM API server version 0.8.5.post1",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.12/site-packages/vllm/transformers_utils/config.py", line 286, in get_config',
+    "    raise ValueError(",
+    "ValueError: Invalid repository ID or local directory specified: 'google/gemma-3-12b-it'.",
+    "srun: error: gpu-a100-017: task 0: Exited with exit code 1",
+]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_the_hub_switched_off_counts_wherever_the_paste_shows_it(where):
+    """HF_HUB_OFFLINE=1 in an environment dump pasted below the log, as above it: the
+    lookup's failure is an offline cache miss (network, transient), not a missing repo;
+    through both paths (the line path reads it again knowing the setting too)."""
+    env = ["--- env ---", "HF_HOME=/home/u/.cache/huggingface", "HF_HUB_OFFLINE=1"]
+    lines = [*env, *OFFLINE_MISS] if where == "before" else [*OFFLINE_MISS, *env]
+    for diagnosis in (diagnose(lines), classify_lines(lines, PACK)):
+        assert (diagnosis.rule, diagnosis.permanent) == ("hub-lookup-offline", False)
+        assert (
+            diagnosis.evidence is not None
+            and diagnosis.evidence.line == lines.index(OFFLINE_MISS[4]) + 1
+        )
+    # without the setting, or with it switched on, the repo is missing
+    for shown in ([], ["HF_HUB_OFFLINE=0"]):
+        assert str(diagnose([*OFFLINE_MISS, *shown]).category) == "model_not_found"
+
+
+def test_a_setting_shown_late_reads_only_what_its_rule_reads():
+    """The setting shown after a failure its rule does not read (the engine's memory)
+    changes nothing."""
+    lines = [*start("14:08:51"), *KV, "HF_HUB_OFFLINE=1"]
+    assert diagnose(lines).rule == classify_lines(lines, PACK).rule == diagnose(lines[:-1]).rule
