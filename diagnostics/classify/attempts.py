@@ -10,10 +10,12 @@ the callers (``classify_lines``, ``diagnose``'s file reader) find the lines."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from itertools import pairwise
+from types import MappingProxyType
 
+from diagnostics.classify.chosen import went_further
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
 from diagnostics.model import Category, Diagnosis, State
 from diagnostics.pack.matching import Regex
@@ -134,42 +136,6 @@ def last_attempt_verdict(
     return later._replace(evidence=later.evidence._replace(line=line))
 
 
-# The phases of a start in their order: an attempt in a later one got further.
-_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
-# A setting as vLLM logs its arguments: ``key=value`` (V0's Namespace, the engine's
-# config line) or ``'key': value`` (V1's non-default args).
-_SETTING = r"""['"]?(\w+)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[^,(){}\s]+)"""
-
-
-def went_further(
-    failed: tuple[State, Mapping[str, str]],
-    last: tuple[State, Mapping[str, str]],
-    category: Category | None,
-) -> bool:
-    """Whether the last attempt (its phase and logged settings, as its classifier ends
-    under way) answered the earlier failure (the phase and settings where it was found):
-    it got further than the phase the failure stopped the earlier one in (the network,
-    the token or the host changed since), or a setting both log on the same kind of line
-    has another value (the user changed what failed). An elided setting (``...``) is not
-    compared. The engine's memory (``category``: oom, kv_cache) runs out only once it
-    loads: such a failure stopped its attempt loading, whatever the paste kept of it."""
-    (phase, settings), (now, later) = failed, last
-    if now not in _ORDER[:-1] or phase not in _ORDER:
-        return False  # a "last attempt" up is another program's (the whole log said so)
-    if category in (Category.OOM, Category.KV_CACHE) and phase is not State.READY:
-        phase = State.LOADING
-    if _ORDER.index(now) > _ORDER.index(phase):
-        return True
-    for kind in settings.keys() & later.keys():
-        before, after = (
-            dict(re.findall(_SETTING, settings[kind])),
-            dict(re.findall(_SETTING, later[kind])),
-        )
-        if any(after[key] != value for key, value in before.items() if key in after):
-            return True
-    return False
-
-
 @lru_cache(maxsize=8)
 def run_end_markers(pack: RulePack) -> tuple[Regex, ...]:
     """The pack's patterns of a platform's report that a run ended (they capture
@@ -200,10 +166,14 @@ _FETCHING = frozenset({Category.GATED_MODEL, Category.NETWORK, Category.MODEL_NO
 RUN_ENDS_READ = 8  # the last reports a file's reader finds (two runs' ends, those before)
 
 
-def is_rerun(line: str, pack: RulePack) -> bool:
-    """Whether the raw ``line`` is a shell prompt running vLLM's server (again)."""
+def rerun_command(line: str, pack: RulePack) -> str | None:
+    """The command of a raw ``line`` that is a shell prompt running vLLM's server (again),
+    from the program on, its spaces collapsed; None for any other line."""
     text = normalize(line)
-    return any(rx.search(text) for rx in pack.recording if "(?P<rerun>" in rx.pattern)
+    for rx in pack.recording:
+        if "(?P<rerun>" in rx.pattern and (found := rx.search(text)):
+            return " ".join(text[text.find(found.group("rerun"), found.start()) :].split())
+    return None
 
 
 def after_run_ended(
@@ -211,7 +181,7 @@ def after_run_ended(
     ends: Sequence[int],
     pack: RulePack,
     classify_after: Callable[[int], Diagnosis],
-    reruns: Collection[int] = (),
+    reruns: Mapping[int, str] = MappingProxyType({}),
     started_before: Callable[[int], bool] = lambda _line: True,
 ) -> Diagnosis:
     """``verdict``, or a later run's: ``ends`` are the 1-based lines (in order) where the
@@ -225,7 +195,10 @@ def after_run_ended(
     the same: the earlier reading, with its frames, stands). A prompt running vLLM again
     (``reruns``) does not end a failure before vLLM's first start that may come before
     one (a download step's, a copy's: :func:`before_any_start`; ``started_before(line)``:
-    an attempt began before ``line``): what vLLM then reports is its consequence."""
+    an attempt began before ``line``): what vLLM then reports is its consequence. A
+    prompt running vLLM with another command than the failed run's (``reruns``: line ->
+    command) answered that failure: the run after it, cut short or ended by a
+    consequence, is the verdict by its own state."""
     if not verdict.failed or verdict.evidence is None:
         return verdict
     first = verdict.evidence.line
@@ -243,8 +216,18 @@ def after_run_ended(
             assert later.evidence is not None
             if normalize(later.evidence.text) == normalize(verdict.evidence.text):
                 return verdict  # the same failure repeated: the fuller reading stands
-            return later._replace(evidence=later.evidence._replace(line=later.evidence.line + end))
+        elif not (end in reruns and _changed(reruns, end, first)):
+            continue  # cut short or ended by a consequence, after the same command
+        if later.evidence is None:
+            return later  # under way, after another command
+        return later._replace(evidence=later.evidence._replace(line=later.evidence.line + end))
     return verdict
+
+
+def _changed(reruns: Mapping[int, str], end: int, first: int) -> bool:
+    """Whether the prompt on line ``end`` ran another command than the last before ``first``."""
+    before = [line for line in reruns if line < first]
+    return bool(before) and reruns[max(before)] != reruns[end]
 
 
 def last_attempt_of_lines(
@@ -285,6 +268,6 @@ def last_attempt_of_lines(
         ends,
         pack,
         lambda end: classify_run(lines[end:]),
-        {end for end in ends if is_rerun(lines[end - 1], pack)},
+        {end: run for end in ends if (run := rerun_command(lines[end - 1], pack)) is not None},
         started_before,
     )

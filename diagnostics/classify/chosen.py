@@ -7,12 +7,18 @@ by vLLM's own code that quotes one of those values (``KeyError: 'AVG'`` under
 ``pooling_type='AVG'``) rejected what the user chose: bad_config, whatever module raised
 it (issue 21, section 4). Values every start has by default say nothing.
 
+And whether a retry answered a failure (:func:`went_further`): it got further, or the
+user changed a setting both attempts logged.
+
 Pure: text in, text out.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+
+from diagnostics.model import Category, State
 
 # The phase markers' named group that holds the settings (rules/00-phases.yaml).
 SETTINGS = "settings"
@@ -34,3 +40,39 @@ def chosen_setting(message: str, settings: str) -> str | None:
         if found is not None:
             return f"{found.group('key')}={quoted.group(0)}"
     return None
+
+
+# The phases of a start in their order: an attempt in a later one got further.
+_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
+# A setting as vLLM logs its arguments: ``key=value`` (V0's Namespace, the engine's
+# config line) or ``'key': value`` (V1's non-default args).
+_SETTING = r"""['"]?(\w+)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[^,(){}\s]+)"""
+
+
+def went_further(
+    failed: tuple[State, Mapping[str, str]],
+    last: tuple[State, Mapping[str, str]],
+    category: Category | None,
+) -> bool:
+    """Whether the last attempt (its phase and logged settings, as its classifier ends
+    under way) answered the earlier failure (the phase and settings where it was found):
+    it got further than the phase the failure stopped the earlier one in (the network,
+    the token or the host changed since), or a setting both log on the same kind of line
+    has another value (the user changed what failed). An elided setting (``...``) is not
+    compared. The engine's memory (``category``: oom, kv_cache) runs out only once it
+    loads: such a failure stopped its attempt loading, whatever the paste kept of it."""
+    (phase, settings), (now, later) = failed, last
+    if now not in _ORDER[:-1] or phase not in _ORDER:
+        return False  # a "last attempt" up is another program's (the whole log said so)
+    if category in (Category.OOM, Category.KV_CACHE) and phase is not State.READY:
+        phase = State.LOADING
+    if _ORDER.index(now) > _ORDER.index(phase):
+        return True
+    for kind in settings.keys() & later.keys():
+        before, after = (
+            dict(re.findall(_SETTING, settings[kind])),
+            dict(re.findall(_SETTING, later[kind])),
+        )
+        if any(after[key] != value for key, value in before.items() if key in after):
+            return True
+    return False

@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, NamedTuple
 
+from diagnostics.classify.attempts import rerun_command
 from diagnostics.classify.progress import late_setting, settings_shown
 from diagnostics.formats.order import newest_first
 from diagnostics.model import Diagnosis
@@ -36,7 +37,8 @@ def oldest_first(stream: BinaryIO, start: int, pack: RulePack) -> tuple[bytes, l
     """The text of ``stream`` (from ``start``) with its attempts in the order they ran,
     and its blocks as pasted in that order; None when it is not a paste of attempts
     newest first. What comes before the newest attempt (the user's words, its command)
-    stays with it."""
+    stays with it; each older attempt begins at the prompt that ran it, if one of the
+    lines just above its start is one."""
     end = stream.seek(0, 2)
     if end - start > REORDER_MAX:
         return None
@@ -51,7 +53,8 @@ def oldest_first(stream: BinaryIO, start: int, pack: RulePack) -> tuple[bytes, l
     if starts is None:
         return None
     parts, blocks, first = [], [], 1
-    for lo, hi in itertools.pairwise([0, *starts[1:], len(data)]):
+    cuts = [_with_its_prompt(data, at, pack) for at in starts[1:]]
+    for lo, hi in itertools.pairwise([0, *cuts, len(data)]):
         part = data[lo:hi]
         if not part.endswith(b"\n"):
             part += b"\n"  # (the last line; a line end adds no line)
@@ -59,6 +62,23 @@ def oldest_first(stream: BinaryIO, start: int, pack: RulePack) -> tuple[bytes, l
         blocks.append(Block(first, part.count(b"\n")))
         first += blocks[-1].lines
     return b"".join(reversed(parts)), blocks[::-1]
+
+
+_PROMPT_ABOVE = 3  # lines above an attempt's start where the prompt that ran it may be
+
+
+def _with_its_prompt(data: bytes, at: int, pack: RulePack) -> int:
+    """Where the attempt whose start line begins at ``at`` begins: at the shell prompt
+    that ran it ("$ vllm serve ..."), one of the few lines above, else at ``at``."""
+    begin = at
+    for _ in range(_PROMPT_ABOVE):
+        if begin == 0:
+            break
+        begin = data.rfind(b"\n", 0, begin - 1) + 1
+        line = data[begin : data.find(b"\n", begin)].decode("utf-8", "replace")
+        if rerun_command(line, pack) is not None:
+            return begin
+    return at
 
 
 def as_pasted(diagnosis: Diagnosis, blocks: list[Block]) -> Diagnosis:

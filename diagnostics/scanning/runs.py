@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import BinaryIO
 
-from diagnostics.classify.attempts import RUN_ENDS_READ, after_run_ended, is_rerun
+from diagnostics.classify.attempts import RUN_ENDS_READ, after_run_ended, rerun_command
 from diagnostics.classify.classifier import Classifier, following
 from diagnostics.model import Diagnosis
 from diagnostics.scanning.attemptseek import attempt_before, last_run_ends, next_line
@@ -42,12 +42,13 @@ def after_runs(
             at = end
         lines.append(at_line if end >= offset else 0)
     after = {line: next_line(stream, at) for line, at in zip(lines, offsets, strict=True) if line}
-    reruns = set()
+    reruns = {}
     for line, at in zip(lines, offsets, strict=True):
         if line:
             stream.seek(at)
-            if is_rerun(stream.read(after[line] - at).decode("utf-8", "replace"), pack):
-                reruns.add(line)
+            run = rerun_command(stream.read(after[line] - at).decode("utf-8", "replace"), pack)
+            if run is not None:
+                reruns[line] = run
 
     def classify_after(line: int) -> Diagnosis:
         later = following(classifier)

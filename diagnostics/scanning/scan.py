@@ -26,11 +26,8 @@ import io
 from functools import cache, partial
 from typing import BinaryIO
 
-from diagnostics.classify.attempts import (
-    decisive,
-    last_attempt_verdict,
-    went_further,
-)
+from diagnostics.classify.attempts import decisive, last_attempt_verdict
+from diagnostics.classify.chosen import went_further
 from diagnostics.classify.classifier import Classifier, knowing, reached
 from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail

@@ -2,7 +2,7 @@
 ended by a consequence) keeps the earlier failure, unless that failure was answered
 before it: the last attempt got further than the phase the failure stopped the earlier
 one in, or a setting both attempts log on the same kind of line has another value
-(diagnostics.classify.attempts.went_further). Built combinations through both paths."""
+(diagnostics.classify.chosen.went_further). Built combinations through both paths."""
 
 from __future__ import annotations
 

@@ -241,3 +241,33 @@ def test_the_same_failure_repeated_after_a_recording_keeps_the_fuller_reading():
     verdict = both_paths(lines)
     assert verdict.category is Category.REMOTE_CODE
     assert verdict.evidence is not None and verdict.evidence.line == 4
+
+
+LOADING_RUN = [
+    "INFO 10-02 17:40:44 [api_server.py:1839] vLLM API server version 0.11.0",
+    "INFO 10-02 17:41:02 [gpu_model_runner.py:2602] Starting to load model m...",
+    "Loading safetensors checkpoint shards:  50% Completed | 3/6 [00:02<00:02,  1.09it/s]",
+]
+
+
+@pytest.mark.parametrize("prompt", ["$ {}", "[ml@a100-80 ~]$ {}", "(venv) [u@h proj]$ {}"])
+@pytest.mark.parametrize("last", ["under-way", "killed"])
+def test_a_prompt_running_vllm_with_another_command_answered_the_failure(prompt, last):
+    """The user ran vLLM again with another command (a flag fixed, one added): the run
+    after it, cut short while loading or ended by a consequence, is the verdict by its
+    own state; run with the same command (a retry), the earlier failure stands, as a
+    crash loop's does."""
+    typo = "vllm serve m --max-model-length 16384"
+    fixed = "vllm serve m --max-model-len 16384"
+    end = ["Killed"] if last == "killed" else []
+    failed = [
+        prompt.format(typo),
+        "vllm serve: error: unrecognized arguments: --max-model-length 16384",
+    ]
+    verdict = both_paths([*failed, prompt.format(fixed), *LOADING_RUN, *end])
+    if last == "killed":
+        assert (verdict.rule, verdict.evidence and verdict.evidence.line) == ("process-killed", 7)
+    else:
+        assert not verdict.failed
+    again = both_paths([*failed, prompt.format(typo), *LOADING_RUN, *end])
+    assert again.category is Category.BAD_CONFIG

@@ -142,3 +142,19 @@ def test_a_setting_shown_late_reads_only_what_its_rule_reads():
     changes nothing."""
     lines = [*start("14:08:51"), *KV, "HF_HUB_OFFLINE=1"]
     assert diagnose(lines).rule == classify_lines(lines, PACK).rule == diagnose(lines[:-1]).rule
+
+
+def test_an_older_attempt_pasted_below_begins_at_the_prompt_that_ran_it():
+    """Each attempt pasted with its prompt ("$ vllm serve ..."): read in the order they
+    ran, the older prompt goes with its run, not after the newest failure (where it would
+    read as the user running vLLM again)."""
+    newest = [
+        "(newest on top)",
+        "$ vllm serve org/m --max-model-len 16384",
+        *start("19:02:58"),
+        *KV,
+    ]
+    older = ["------ previous run ------", "$ vllm serve org/m", *start("18:51:12"), *READY]
+    diagnosis = diagnose([*newest, *older])
+    assert str(diagnosis.category) == "kv_cache" and diagnosis.evidence is not None
+    assert diagnosis.evidence.line == 6
