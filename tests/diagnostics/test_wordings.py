@@ -1130,6 +1130,32 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "remote_code",
         True,
     ),
+    # transformers' GGUF reader, called from vLLM's config code (whose frames the
+    # traceback passes on its way in): the GGUF file needs another transformers
+    *(
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "/usr/local/lib/python3.10/dist-packages/vllm/config.py", line 171, in __init__',
+                "    self.hf_config = get_config(self.model, trust_remote_code, revision,",
+                '  File "/usr/local/lib/python3.10/dist-packages/transformers/modeling_gguf_pytorch_utils.py", line 106, in load_gguf_checkpoint',
+                f"    raise ValueError({raised})",
+                f"ValueError: {message}",
+            ],
+            "model_requirement",
+            True,
+        )
+        for raised, message in (
+            (
+                'f"Architecture {architecture} not supported"',
+                "Architecture deepseek2 not supported",
+            ),
+            (
+                'f"GGUF model with architecture {architecture} is not supported yet."',
+                "GGUF model with architecture minimax is not supported yet.",
+            ),
+        )
+    ),
     (
         [
             "ValueError: Unrecognized model in /models/foo. Should have a `model_type` key in its config.json, or contain one of the following strings in its name: albert, bart",
