@@ -17,6 +17,7 @@ from types import MappingProxyType
 
 from diagnostics.classify.chosen import went_further
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
+from diagnostics.classify.progress import warned
 from diagnostics.model import Category, Diagnosis, State
 from diagnostics.pack.matching import Regex
 from diagnostics.pack.rules import Pattern, RulePack
@@ -230,6 +231,26 @@ def _changed(reruns: Mapping[int, str], end: int, first: int) -> bool:
     return bool(before) and reruns[max(before)] != reruns[end]
 
 
+_LOCAL = re.compile(r"""(?:^|[\s'"`(])(?:/|\./|~/)[\w.-]""")
+
+
+def left_by_a_step(
+    verdict: Diagnosis, first_start: int, before: Callable[[], Diagnosis], pack: RulePack
+) -> Diagnosis:
+    """``verdict``, or the failure of a step above vLLM's first start (line
+    ``first_start``; ``before()``: their verdict) when vLLM then found no model in a
+    local folder: the conversion, merge, download or copy that was to fill it failed on a
+    cause of its own (:func:`decisive`; not a warning vLLM logged at import)."""
+    evidence = verdict.evidence
+    if verdict.category is not Category.MODEL_NOT_FOUND or not evidence:
+        return verdict
+    if evidence.line < first_start or not _LOCAL.search(evidence.text):
+        return verdict  # (a repo id or URL: no step before makes the hub lack it)
+    step = before()
+    cause = decisive(step, pack) and step.evidence is not None and not warned(step.evidence.text)
+    return step if cause else verdict
+
+
 def last_attempt_of_lines(
     verdict: Diagnosis,
     lines: Sequence[str],
@@ -263,7 +284,7 @@ def last_attempt_of_lines(
             ),
         )
     ends = [i + 1 for i, line in enumerate(lines) if is_run_end(line, pack)]
-    return after_run_ended(
+    verdict = after_run_ended(
         verdict,
         ends,
         pack,
@@ -271,3 +292,7 @@ def last_attempt_of_lines(
         {end: run for end in ends if (run := rerun_command(lines[end - 1], pack)) is not None},
         started_before,
     )
+    begins = next((i for i, line in enumerate(lines) if is_attempt_line(line, pack)), None)
+    if not begins:  # (lines above the first start)
+        return verdict
+    return left_by_a_step(verdict, begins + 1, lambda: classify(lines[:begins]), pack)

@@ -7,7 +7,9 @@ output, the worker's pipe, runs in order and shows no settings after it):
   (:mod:`diagnostics.classify.attempts`);
 - a setting the paste shows after the failure (an environment dump, a compose file
   below the log) is the environment the start ran in: the log is read again knowing it
-  (:func:`diagnostics.classify.progress.settings_shown`)."""
+  (:func:`diagnostics.classify.progress.settings_shown`);
+- a model vLLM found missing after a step before its first start failed is what that
+  step left (:func:`diagnostics.classify.attempts.left_by_a_step`)."""
 
 from __future__ import annotations
 
@@ -16,10 +18,10 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, NamedTuple
 
-from diagnostics.classify.attempts import rerun_command
+from diagnostics.classify.attempts import left_by_a_step, rerun_command
 from diagnostics.classify.progress import late_setting, settings_shown
 from diagnostics.formats.order import newest_first
-from diagnostics.model import Diagnosis
+from diagnostics.model import Category, Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.attemptseek import candidate_lines, is_attempt
 
@@ -114,6 +116,15 @@ def read_whole(
     verdict = read()
     if shown or stream.seek(0, 2) - start > REORDER_MAX:
         return verdict
+    if verdict.category is Category.MODEL_NOT_FOUND:
+        stream.seek(start)
+        data = stream.read()
+        begins = next(
+            (at for at, line in candidate_lines(data, pack) if is_attempt(pack, line)), None
+        )
+        if begins:  # (lines above the first start)
+            above = lambda: classify(io.BytesIO(data[:begins]), shown)  # noqa: E731
+            verdict = left_by_a_step(verdict, data.count(b"\n", 0, begins) + 1, above, pack)
     late = settings_shown(verdict, pack, _text_lines(stream, start))
 
     def again() -> Diagnosis:

@@ -1130,6 +1130,24 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "remote_code",
         True,
     ),
+    # torch's older out-of-memory wording (to 2.0): what PyTorch reserved in this process
+    # against the total and the free; the rest held by another process is transient
+    *(
+        (
+            [
+                "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 86.00 MiB "
+                f"(GPU 0; 23.69 GiB total capacity; {allocated} already allocated; 9.06 MiB free; "
+                f"{reserved} reserved in total by PyTorch) If reserved memory is >> allocated "
+                "memory try setting max_split_size_mb to avoid fragmentation.",
+            ],
+            "oom",
+            permanent,
+        )
+        for allocated, reserved, permanent in (
+            ("3.12 GiB", "3.20 GiB", False),
+            ("22.31 GiB", "22.85 GiB", True),
+        )
+    ),
     # transformers' GGUF reader, called from vLLM's config code (whose frames the
     # traceback passes on its way in): the GGUF file needs another transformers
     *(

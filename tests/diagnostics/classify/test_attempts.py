@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from diagnostics import classify_lines
 from diagnostics.scanning.scan import classify_stream
 from tests.support.packs import shipped_pack
@@ -198,3 +200,33 @@ def test_a_last_attempt_ending_in_a_bare_exception_keeps_the_cause_seen():
     # a cause of its own, though generic (the port held by another process), decides
     held = verdict([BANNER, KV, BANNER, "OSError: [Errno 98] Address already in use"])
     assert (str(held.category), held.permanent) == ("other", False)
+
+
+@pytest.mark.parametrize(
+    ("step", "category"),
+    [
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "/usr/local/lib/python3.10/dist-packages/awq/quantize/quantizer.py", line 251, in _module_forward',
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a "
+                "total capacity of 79.15 GiB of which 2.77 GiB is free. Including non-PyTorch "
+                "memory, this process has 76.37 GiB memory in use.",
+            ],
+            "oom",
+        ),
+        (["ModuleNotFoundError: No module named 'llmcompressor'"], "other"),
+    ],
+)
+def test_a_folder_a_failed_step_was_to_fill_is_what_it_left(step, category):
+    """A quantization, a conversion or a merge before vLLM's first start failed; vLLM
+    then found no model in the folder it was to write: the step's failure is the
+    verdict. A repository the hub lacks, or a platform's status above the start (the
+    crash loop vLLM's own failure made), is not a step's."""
+    missing = "ValueError: No supported config format found in /models/llama-3-70b-awq"
+    lines = ["step 2/3: quantize", *step, "step 3/3: serve", BANNER, missing]
+    assert str(verdict(lines).category) == category
+    hub = "OSError: org/nope is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'"
+    assert str(verdict([*step, BANNER, hub]).category) == "model_not_found"
+    status = ["NAME  READY  STATUS  RESTARTS", "vllm-0  0/1  CrashLoopBackOff  4 (31s ago)"]
+    assert str(verdict([*status, BANNER, missing]).category) == "model_not_found"
