@@ -103,6 +103,9 @@ class Services:
         name = self.current = self.section if name is None else name
         if name is None or name in self.vllm or name in _RUNNERS:
             return False
+        if "vllm" in name.lower():  # a service named for vLLM is vLLM's
+            self.vllm.add(name)
+            return False
         inner = _LOGGER_FIELDS.match(line, at)
         starts = (at,) if inner is None else (at, inner.end())
         if any(

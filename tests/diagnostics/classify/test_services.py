@@ -279,3 +279,22 @@ def test_vllm_relayed_by_another_programs_logger_is_vllms():
     ]
     diagnosis = both_paths(lines)
     assert (str(diagnosis.category), diagnosis.state) == ("remote_code", State.FAILED_PERMANENT)
+
+
+def test_a_service_named_for_vllm_is_vllms_though_its_tail_shows_no_vllm_line():
+    """`docker compose logs --tail 4`: vLLM's last lines show none of its own (no logger
+    header, no vLLM frame), only the port in use; the web UI's server up on that port
+    after vLLM exited is the web UI's. A service named for vLLM is vLLM's."""
+    lines = [
+        "vllm        |     sock.bind(addr)",
+        "vllm        | OSError: [Errno 98] Address already in use",
+        "vllm exited with code 1",
+        "open-webui  | INFO:     Uvicorn running on http://0.0.0.0:8080 (Press CTRL+C to quit)",
+    ]
+    diagnosis = both_paths(lines)
+    assert diagnosis.failed and str(diagnosis.category) == "other"
+    # another service's name: its ready marker still counts when vLLM's is unknown
+    renamed = [
+        line.replace("vllm  ", "model ").replace("vllm exited", "model exited") for line in lines
+    ]
+    assert not both_paths(renamed).failed
