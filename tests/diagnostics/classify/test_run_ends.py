@@ -250,7 +250,16 @@ LOADING_RUN = [
 ]
 
 
-@pytest.mark.parametrize("prompt", ["$ {}", "[ml@a100-80 ~]$ {}", "(venv) [u@h proj]$ {}"])
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "$ {}",
+        "[ml@a100-80 ~]$ {}",
+        "(venv) [u@h proj]$ {}",
+        "dev@ws-3090 ~/s/vllm-test (main)> {}",
+        "PS C:\\src> {}",
+    ],
+)
 @pytest.mark.parametrize("last", ["under-way", "killed"])
 def test_a_prompt_running_vllm_with_another_command_answered_the_failure(prompt, last):
     """The user ran vLLM again with another command (a flag fixed, one added): the run
