@@ -266,9 +266,12 @@ def last_attempt_of_lines(
     if not verdict.failed:
         return verdict
     at = next((i for i in reversed(range(len(lines))) if is_attempt_line(lines[i], pack)), None)
+    begins = (
+        None if at is None else next(i for i in range(at + 1) if is_attempt_line(lines[i], pack))
+    )
 
     def started_before(line: int) -> bool:
-        return any(is_attempt_line(text, pack) for text in lines[: line - 1])
+        return begins is not None and begins < line - 1
 
     if at is not None:
         evidence, category = verdict.evidence, verdict.category
@@ -292,7 +295,6 @@ def last_attempt_of_lines(
         {end: run for end in ends if (run := rerun_command(lines[end - 1], pack)) is not None},
         started_before,
     )
-    begins = next((i for i, line in enumerate(lines) if is_attempt_line(line, pack)), None)
     if not begins:  # (lines above the first start)
         return verdict
     return left_by_a_step(verdict, begins + 1, lambda: classify(lines[:begins]), pack)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from diagnostics.classify.progress import PHASE_ORDER
 from diagnostics.model import Category, State
 
 # The phase markers' named group that holds the settings (rules/00-phases.yaml).
@@ -42,8 +43,6 @@ def chosen_setting(message: str, settings: str) -> str | None:
     return None
 
 
-# The phases of a start in their order: an attempt in a later one got further.
-_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
 # A setting as vLLM logs its arguments: ``key=value`` (V0's Namespace, the engine's
 # config line) or ``'key': value`` (V1's non-default args).
 _SETTING = r"""['"]?(\w+)['"]?\s*[=:]\s*('[^']*'|"[^"]*"|[^,(){}\s]+)"""
@@ -62,11 +61,11 @@ def went_further(
     compared. The engine's memory (``category``: oom, kv_cache) runs out only once it
     loads: such a failure stopped its attempt loading, whatever the paste kept of it."""
     (phase, settings), (now, later) = failed, last
-    if now not in _ORDER[:-1] or phase not in _ORDER:
+    if now not in PHASE_ORDER[:-1] or phase not in PHASE_ORDER:
         return False  # a "last attempt" up is another program's (the whole log said so)
     if category in (Category.OOM, Category.KV_CACHE) and phase is not State.READY:
         phase = State.LOADING
-    if _ORDER.index(now) > _ORDER.index(phase):
+    if PHASE_ORDER.index(now) > PHASE_ORDER.index(phase):
         return True
     for kind in settings.keys() & later.keys():
         before, after = (

@@ -72,7 +72,7 @@ class Progress:
 
     def __init__(self, shown: frozenset[int] = frozenset()) -> None:
         self.phase = State.STARTING
-        self.shown = shown  # rules whose settings the paste shows anywhere (shown_anywhere)
+        self.shown = shown  # rules whose settings the paste shows anywhere (settings_shown)
         self.stopping = False
         self.traceback: int | None = None  # line of a traceback start after the last ready
         self.error: int | None = None  # line of the first ERROR-level line since a phase
@@ -212,7 +212,7 @@ def warned(raw: str) -> bool:
 
 
 # The phases of a start in their order (a later one: the start went on).
-_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
+PHASE_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
 
 
 def outgrown(best: Hit, state: State | None) -> bool:
@@ -220,11 +220,11 @@ def outgrown(best: Hit, state: State | None) -> bool:
     forgotten when the start goes on (``until_progress``) and ``state`` is later than
     the phase it was found in; or it is a warning's generic words (:func:`_words_warned`)
     and the start made progress in that phase or a later one (not a new start)."""
-    if state not in _ORDER or best.phase not in _ORDER:
+    if state not in PHASE_ORDER or best.phase not in PHASE_ORDER:
         return False
     if best.rule.until_progress:
-        return _ORDER.index(state) > _ORDER.index(best.phase)
-    return _words_warned(best) and _ORDER.index(state) >= max(1, _ORDER.index(best.phase))
+        return PHASE_ORDER.index(state) > PHASE_ORDER.index(best.phase)
+    return _words_warned(best) and PHASE_ORDER.index(state) >= max(1, PHASE_ORDER.index(best.phase))
 
 
 def _words_warned(best: Hit) -> bool:
@@ -256,7 +256,8 @@ def late_setting(
 ) -> Diagnosis:
     """``verdict``, or the log read ``again`` knowing the settings ``shown`` anywhere
     (:func:`settings_shown`), when a rule they condition reads it so."""
-    if not shown or (verdict.rule or "") in {pack.rules[p].id for p in shown}:
+    rules = {pack.rules[p].id for p in shown}
+    if not rules or verdict.rule in rules:
         return verdict
     read = again()
-    return read if read.rule in {pack.rules[p].id for p in shown} else verdict
+    return read if read.rule in rules else verdict

@@ -99,7 +99,7 @@ def last_run_ends(
     return sorted(found)
 
 
-def _is_attempt(pack: RulePack, line: bytes) -> bool:
+def is_attempt(pack: RulePack, line: bytes) -> bool:
     """A raw line (at most MAX_LINE long) that marks a new attempt."""
     return len(line) <= MAX_LINE and is_attempt_line(line.decode("utf-8", "replace"), pack)
 
@@ -136,7 +136,7 @@ def last_attempt(stream: BinaryIO, start: int, pack: RulePack, chunk: int = 1 <<
         if pos > start and not head:
             carry = data if len(data) <= MAX_LINE + chunk else b""
             continue
-        found = last_line(data, head, len(data), database, partial(_is_attempt, pack))
+        found = last_line(data, head, len(data), database, partial(is_attempt, pack))
         if found is not None:  # never -1: a line longer than MAX_LINE is not confirmed
             return pos + found
         carry = data[:head]
@@ -174,7 +174,7 @@ def attempt_before(
                 continue
             if seen + whole.count(b"\n", 0, line_start) + 1 >= line:
                 return False
-            if _is_attempt(pack, whole[line_start : line_end if line_end >= 0 else len(whole)]):
+            if is_attempt(pack, whole[line_start : line_end if line_end >= 0 else len(whole)]):
                 return True
         seen += whole.count(b"\n")
         if not block or seen + 1 >= line:
@@ -216,7 +216,7 @@ def _attempt_starts(
         line_start, line_end = _line_at(data, found)
         if line_end < 0:
             break  # the line goes on past what was read
-        if line_start <= previous_end or not _is_attempt(pack, data[line_start:line_end]):
+        if line_start <= previous_end or not is_attempt(pack, data[line_start:line_end]):
             continue
         if line_start != previous_end + 1:
             if len(begins) == count:
@@ -238,11 +238,6 @@ def candidate_lines(data: bytes, pack: RulePack) -> list[tuple[int, bytes]]:
         if not lines or lines[-1][0] != line_start:
             lines.append((line_start, data[line_start : line_end if line_end >= 0 else len(data)]))
     return lines
-
-
-def is_attempt(pack: RulePack, line: bytes) -> bool:
-    """Whether a raw line marks a new attempt (:func:`attempts.is_attempt_line`)."""
-    return _is_attempt(pack, line)
 
 
 def next_line(stream: BinaryIO, at: int) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import BinaryIO, NamedTuple
 
 from diagnostics.classify.attempts import left_by_a_step, rerun_command
@@ -35,20 +35,17 @@ class Block(NamedTuple):
     lines: int
 
 
-def oldest_first(stream: BinaryIO, start: int, pack: RulePack) -> tuple[bytes, list[Block]] | None:
-    """The text of ``stream`` (from ``start``) with its attempts in the order they ran,
-    and its blocks as pasted in that order; None when it is not a paste of attempts
-    newest first. What comes before the newest attempt (the user's words, its command)
-    stays with it; each older attempt begins at the prompt that ran it, if one of the
-    lines just above its start is one."""
-    end = stream.seek(0, 2)
-    if end - start > REORDER_MAX:
-        return None
-    stream.seek(start)
-    data = stream.read(end - start)
+def oldest_first(
+    data: bytes, pack: RulePack, marks: list[tuple[int, bytes]] | None = None
+) -> tuple[bytes, list[Block]] | None:
+    """``data`` (a paste) with its attempts in the order they ran, and its blocks as
+    pasted in that order; None when it is not a paste of attempts newest first. What
+    comes before the newest attempt (the user's words, its command) stays with it; each
+    older attempt begins at the prompt that ran it, if one of the lines just above its
+    start is one. ``marks``: the paste's :func:`candidate_lines`, when known."""
     # the markers' lines by their heads first (cheap: most logs hold one start, or
     # several in order); confirmed only when they read newest first
-    marks = candidate_lines(data, pack)
+    marks = candidate_lines(data, pack) if marks is None else marks
     if newest_first(marks) is None:
         return None
     starts = newest_first([(at, line) for at, line in marks if is_attempt(pack, line)])
@@ -108,33 +105,25 @@ def read_whole(
     """The verdict of ``stream`` (its text from ``start``): ``read()``, the file's as it
     runs; or, of attempts pasted newest first, ``classify``'s of them reordered; or, of
     a setting shown after the failure, ``classify``'s knowing it (``shown``: the
-    settings this reading already knows)."""
-    ordered = oldest_first(stream, start, pack)
+    settings this reading already knows). A small paste is read into memory once."""
+    end = stream.seek(0, 2)
+    if end - start > REORDER_MAX:
+        return read()
+    stream.seek(start)
+    data = stream.read(end - start)
+    marks = candidate_lines(data, pack)
+    ordered = oldest_first(data, pack, marks)
     if ordered is not None:
-        data, pasted = ordered
-        return as_pasted(classify(io.BytesIO(data), shown), pasted)
+        reordered, pasted = ordered
+        return as_pasted(classify(io.BytesIO(reordered), shown), pasted)
     verdict = read()
-    if shown or stream.seek(0, 2) - start > REORDER_MAX:
+    if shown:
         return verdict
     if verdict.category is Category.MODEL_NOT_FOUND:
-        stream.seek(start)
-        data = stream.read()
-        begins = next(
-            (at for at, line in candidate_lines(data, pack) if is_attempt(pack, line)), None
-        )
+        begins = next((at for at, line in marks if is_attempt(pack, line)), None)
         if begins:  # (lines above the first start)
             above = lambda: classify(io.BytesIO(data[:begins]), shown)  # noqa: E731
             verdict = left_by_a_step(verdict, data.count(b"\n", 0, begins) + 1, above, pack)
-    late = settings_shown(verdict, pack, _text_lines(stream, start))
-
-    def again() -> Diagnosis:
-        stream.seek(start)
-        return classify(stream, late)
-
-    return late_setting(verdict, late, pack, again)
-
-
-def _text_lines(stream: BinaryIO, start: int) -> Iterator[str]:
-    """The lines of a small file, read when first asked for."""
-    stream.seek(start)
-    yield from stream.read().decode("utf-8", "replace").splitlines()
+    lines = (line for line in data.decode("utf-8", "replace").splitlines())
+    late = settings_shown(verdict, pack, lines)
+    return late_setting(verdict, late, pack, lambda: classify(io.BytesIO(data), late))

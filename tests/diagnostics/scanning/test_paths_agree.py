@@ -21,7 +21,7 @@ from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import looks_reversed
 from diagnostics.formats.streams import LineSplitter, _is_json_log
 from diagnostics.pack.rules import load_pack
-from diagnostics.scanning.pasted import oldest_first
+from diagnostics.scanning.pasted import REORDER_MAX, oldest_first
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import FIXTURES
 from tests.support.packs import shipped_pack
@@ -38,11 +38,12 @@ RECONSTRUCTED = 200
 
 
 def _read_as_written(path: Path) -> bool:
-    head = path.read_bytes()[: 1 << 20]
+    data = path.read_bytes()
+    head = data[: 1 << 20]
     if looks_reversed(head) or _is_json_log(head):
         return False
-    with path.open("rb") as stream:  # attempts pasted newest first: diagnose's too
-        return oldest_first(stream, 0, PACK) is None
+    # attempts pasted newest first (a paste of at most REORDER_MAX): diagnose's too
+    return len(data) > REORDER_MAX or oldest_first(data, PACK) is None
 
 
 def _paths() -> list[Path]:
