@@ -16,16 +16,11 @@ from itertools import pairwise
 from types import MappingProxyType
 
 from diagnostics.classify.chosen import went_further
+from diagnostics.classify.decisive import before_any_start, decisive, left_by_a_step
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
-from diagnostics.classify.progress import warned
 from diagnostics.model import Category, Diagnosis, State
 from diagnostics.pack.matching import Regex
 from diagnostics.pack.rules import Pattern, RulePack
-
-# Verdicts an attempt's own cause gives (not a consequence, a shape or a bare exit: a
-# crash loop's last attempt cut short would otherwise replace the cause seen before).
-_DECISIVE_KINDS = frozenset({"cause", "structure"})
-_DERIVED = ("catalogued-", "raised-in-")
 
 
 @lru_cache(maxsize=8)
@@ -53,37 +48,6 @@ def is_attempt_line(line: str, pack: RulePack) -> bool:
         return False
     text = normalize(line)
     return any(p.regex.search(text) for p in attempt_markers(pack))
-
-
-def decisive(diagnosis: Diagnosis, pack: RulePack) -> bool:
-    """Whether a failed verdict names a cause of its own (a specific cause or generic
-    structure, also as judged by the catalogue or by where it was raised; not the last
-    resort, a bare exception that names no category: a test harness's "Server exited
-    unexpectedly" after the start it waited for failed)."""
-    rule = diagnosis.rule or ""
-    if not diagnosis.failed or diagnosis.evidence is None:
-        return False
-    if rule.startswith(_DERIVED):
-        return True
-    found = pack.verdicts_rule(rule)
-    if found is None:  # a shape: no cause of its own
-        return False
-    last_resort = found.kind == "structure" and found.generic and found.category is Category.OTHER
-    return found.kind in _DECISIVE_KINDS and not last_resort
-
-
-# What only a vLLM process of its own fails on, and no step before its start prints: the
-# engine's memory (it runs out once the engine loads), its flags (rejected as it parses
-# them: a process that then ends), the model's code it loads. Such a failure above the
-# first start the log shows is an earlier attempt's whose start was not kept (a
-# notebook's tail, a previous container's last lines, a retry with other flags).
-_ITS_OWN = frozenset({Category.OOM, Category.KV_CACHE, Category.BAD_CONFIG, Category.REMOTE_CODE})
-
-
-def before_any_start(diagnosis: Diagnosis) -> bool:
-    """Whether a failure may come before vLLM announced any start (a download step's, an
-    import's, the platform's detection): it stands when no attempt began before it."""
-    return diagnosis.category not in _ITS_OWN
 
 
 # What the model's files, fetched or copied by a step before vLLM's start, cannot cause:
@@ -229,26 +193,6 @@ def _changed(reruns: Mapping[int, str], end: int, first: int) -> bool:
     """Whether the prompt on line ``end`` ran another command than the last before ``first``."""
     before = [line for line in reruns if line < first]
     return bool(before) and reruns[max(before)] != reruns[end]
-
-
-_LOCAL = re.compile(r"""(?:^|[\s'"`(])(?:/|\./|~/)[\w.-]""")
-
-
-def left_by_a_step(
-    verdict: Diagnosis, first_start: int, before: Callable[[], Diagnosis], pack: RulePack
-) -> Diagnosis:
-    """``verdict``, or the failure of a step above vLLM's first start (line
-    ``first_start``; ``before()``: their verdict) when vLLM then found no model in a
-    local folder: the conversion, merge, download or copy that was to fill it failed on a
-    cause of its own (:func:`decisive`; not a warning vLLM logged at import)."""
-    evidence = verdict.evidence
-    if verdict.category is not Category.MODEL_NOT_FOUND or not evidence:
-        return verdict
-    if evidence.line < first_start or not _LOCAL.search(evidence.text):
-        return verdict  # (a repo id or URL: no step before makes the hub lack it)
-    step = before()
-    cause = decisive(step, pack) and step.evidence is not None and not warned(step.evidence.text)
-    return step if cause else verdict
 
 
 def last_attempt_of_lines(

@@ -117,6 +117,9 @@ class Rule(NamedTuple):
     kind: str = "cause"
     rank: int = 0  # the selection order of its findings (RulePack sets it; lower wins)
     message_lines: int = 3  # lines a paste's reflow may spread its message over
+    # what the model's files can cause (missing, cut or half-converted weights): a step
+    # above vLLM's start that was to fetch, convert or copy them and failed is its cause
+    of_the_files: bool = False
 
 
 class Phase(NamedTuple):

@@ -24,7 +24,16 @@ from diagnostics.pack.templates import check_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
-_OPTIONAL = ("when", "defaults", "generic", "note", "transient_if", "kind", "message_lines")
+_OPTIONAL = (
+    "when",
+    "defaults",
+    "generic",
+    "note",
+    "transient_if",
+    "kind",
+    "message_lines",
+    "of_the_files",
+)
 _RULE_KEYS = {*_REQUIRED, *_OPTIONAL}
 _WHEN_KEYS = {"traceback_through", "after", "before_ready", "until_progress", "anywhere"}
 _PHASE_KEYS = {"phase", "patterns", "note"}
@@ -256,6 +265,9 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
     generic = raw.get("generic", False)
     if not isinstance(generic, bool):
         raise RulePackError(f"{where}: field generic: must be true or false")
+    of_the_files = raw.get("of_the_files", False)
+    if not isinstance(of_the_files, bool):
+        raise RulePackError(f"{where}: field of_the_files: must be true or false")
     kind = raw.get("kind", "cause")
     if kind not in KINDS:
         raise RulePackError(f"{where}: field kind: {kind!r} is not one of {list(KINDS)}")
@@ -295,4 +307,5 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
         transient_if=transient_if,
         kind=kind,
         message_lines=lines,
+        of_the_files=of_the_files,
     )

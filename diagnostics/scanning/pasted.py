@@ -18,10 +18,11 @@ import itertools
 from collections.abc import Callable
 from typing import BinaryIO, NamedTuple
 
-from diagnostics.classify.attempts import left_by_a_step, rerun_command
+from diagnostics.classify.attempts import rerun_command
+from diagnostics.classify.decisive import left_by_a_step, may_be_left
 from diagnostics.classify.progress import late_setting, settings_shown
 from diagnostics.formats.order import newest_first
-from diagnostics.model import Category, Diagnosis
+from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning.attemptseek import candidate_lines, is_attempt
 
@@ -119,7 +120,7 @@ def read_whole(
     verdict = read()
     if shown:
         return verdict
-    if verdict.category is Category.MODEL_NOT_FOUND:
+    if may_be_left(verdict, pack):
         begins = next((at for at, line in marks if is_attempt(pack, line)), None)
         if begins:  # (lines above the first start)
             above = lambda: classify(io.BytesIO(data[:begins]), shown)  # noqa: E731

@@ -26,9 +26,10 @@ import io
 from functools import cache, partial
 from typing import BinaryIO
 
-from diagnostics.classify.attempts import decisive, last_attempt_verdict
+from diagnostics.classify.attempts import last_attempt_verdict
 from diagnostics.classify.chosen import went_further
 from diagnostics.classify.classifier import Classifier, knowing, reached
+from diagnostics.classify.decisive import decisive
 from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import console_head, going_back, looks_reversed, reversed_lines

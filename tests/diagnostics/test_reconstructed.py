@@ -14,7 +14,7 @@ from tests.support.scripts import load_script
 GEN_DOCS = load_script("gen_docs")
 
 ROOT = FIXTURES / "reconstructed"
-RIGHT_AT_LEAST = 21266  # of 21540, 2026-12-06, stop 51 (docs/diagnostics.md, "Held-out checks")
+RIGHT_AT_LEAST = 21267  # of 21540, 2026-12-06, stop 52 (docs/diagnostics.md, "Held-out checks")
 # A writer's label the real corpus contradicts, where the verdict follows the corpus: kept
 # as written (and counted wrong), but not a breach of the safety properties.
 CORPUS_LABELS = {
@@ -29,15 +29,11 @@ CORPUS_LABELS = {
     # "no kernel image is available" on an RTX 5090 (sm_120) with a cu124 wheel: as BB, HM
     "logs/cuda_fault/RK-rtx5090-sm120-no-kernel-image-cu124-wheel.log",
 }
-# Breaches left, with their reasons (docs/diagnostics.md, stops 49 and 51): the kernel's
+# Breaches left, with their reasons (docs/diagnostics.md, stop 49): the kernel's
 # OOM kill of the first attempt printed by journalctl after the last attempt's device
 # fault; only the timestamps place it, which the attempts pass does not read.
 LEFT = {
     "logs/cuda_fault/RJ-docker-killed-then-error-803.log",
-    # (stop 51) an init container's `aws s3 sync` whose "download failed: ... Connection
-    # was closed before we received a valid response" no rule reads (the AWS CLI's
-    # words), then vLLM's "weights were not initialized": read as the checkpoint's layout
-    "logs/network/TP-s3-sync-dropped-shard-weights-not-initialized.log",
 }
 # A writer's label of a failure after the start came up (a request vLLM refused once it
 # served): the start did not fail, and the verdict says so (docs/diagnostics.md, a bare

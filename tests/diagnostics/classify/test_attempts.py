@@ -230,3 +230,44 @@ def test_a_folder_a_failed_step_was_to_fill_is_what_it_left(step, category):
     assert str(verdict([*step, BANNER, hub]).category) == "model_not_found"
     status = ["NAME  READY  STATUS  RESTARTS", "vllm-0  0/1  CrashLoopBackOff  4 (31s ago)"]
     assert str(verdict([*status, BANNER, missing]).category) == "model_not_found"
+
+
+# What a download step prints when it loses its connection partway, in each tool's words
+FETCH_FAILED = [
+    "download failed: s3://models/qwen/model-00011-of-00017.safetensors to "
+    "models/qwen/model-00011-of-00017.safetensors Connection was closed before we received "
+    "a valid response from endpoint URL",
+    "2025/03/02 10:41:07 ERROR : model-00003-of-00004.safetensors: Failed to copy: read tcp "
+    "10.0.3.7:51234->52.92.1.10:443: read: connection reset by peer",
+    "curl: (56) Recv failure: Connection reset by peer",
+    "error: RPC failed; curl 92 HTTP/2 stream 5 was not closed cleanly: CANCEL (err 8)",
+    "wget: unable to resolve host address 'huggingface.co'",
+]
+# What vLLM then reports of the files the step left (rules marked of_the_files)
+LEFT_IN_THE_FILES = [
+    "ValueError: Following weights were not initialized from checkpoint: "
+    "{'model.layers.41.self_attn.qkv_proj.weight'}",
+    "RuntimeError: Cannot find any model weights with `/models/qwen`",
+]
+
+
+@pytest.mark.parametrize("left", LEFT_IN_THE_FILES)
+@pytest.mark.parametrize("fetch", FETCH_FAILED)
+def test_weights_a_failed_download_step_left_are_its_failure(fetch, left):
+    """A step above vLLM's first start lost its connection partway (each tool's words);
+    vLLM then found the checkpoint incomplete: the network is the cause, transient. The
+    same vLLM failure with no step failing above stands."""
+    lines = ["+ sync-weights.sh", fetch, "+ exec vllm serve /models/qwen", BANNER, LOADING, left]
+    diagnosis = verdict(lines)
+    assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
+    assert diagnosis.evidence is not None and diagnosis.evidence.line == 2
+    alone = verdict(["+ sync-weights.sh", "+ exec vllm serve /models/qwen", BANNER, LOADING, left])
+    assert alone.permanent is True and str(alone.category) != "network"
+
+
+def test_weights_missing_after_an_earlier_attempts_own_failure_stand():
+    """What only a vLLM process fails on (its KV cache: an earlier attempt's, whose start
+    the paste cut) left no files out: the checkpoint's failure stands."""
+    left = LEFT_IN_THE_FILES[0]
+    earlier = verdict(["Traceback (most recent call last):", KV, BANNER, LOADING, left])
+    assert (str(earlier.category), earlier.evidence.line) == ("model_requirement", 5)
