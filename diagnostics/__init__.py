@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from diagnostics.classify.classifier import Classifier, classify_lines
+    from diagnostics.attempts.lines import classify_lines
+    from diagnostics.classify.classifier import Classifier
     from diagnostics.model import Category, Diagnosis, Evidence, State
     from diagnostics.pack.rules import RulePack, RulePackError, load_pack
 
@@ -25,7 +26,7 @@ _HOMES = {
     "Evidence": "diagnostics.model",
     "State": "diagnostics.model",
     "Classifier": "diagnostics.classify.classifier",
-    "classify_lines": "diagnostics.classify.classifier",
+    "classify_lines": "diagnostics.attempts.lines",
     "RulePack": "diagnostics.pack.rules",
     "RulePackError": "diagnostics.pack.rules",
     "load_pack": "diagnostics.pack.rules",

@@ -6,5 +6,6 @@ the failure matches kept as evidence (``findings``), lines cut at a terminal's w
 verdict, also by where an exception was raised (``verdict``).
 
 May import: ``diagnostics.model``, ``diagnostics.pack``, ``diagnostics.redaction``.
-Imported by: ``diagnostics.scanning``, ``diagnostics.command``, and ``worker``.
+Imported by: ``diagnostics.attempts``, ``diagnostics.scanning``, ``diagnostics.command``, and
+``worker``.
 """

@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from functools import lru_cache, partial
 
-from diagnostics.classify.attempts import last_attempt_of_lines
 from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, stored
 from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, read_line
 from diagnostics.classify.linereading import hit_ids as _hit_ids
@@ -33,10 +32,9 @@ from diagnostics.classify.normalize import (
     reshape,
     wrapped_at_width,
 )
-from diagnostics.classify.progress import Progress, late_setting, outgrown, settings_shown
+from diagnostics.classify.progress import Progress, outgrown
 from diagnostics.classify.services import Services, access_line
-from diagnostics.classify.serving import tail_of
-from diagnostics.classify.unmatched import unmatched, with_tail
+from diagnostics.classify.unmatched import unmatched
 from diagnostics.classify.verdict import render_hit, render_rule
 from diagnostics.classify.wrapping import Wrapped, carry, continues, refined
 from diagnostics.model import Diagnosis, State
@@ -45,7 +43,7 @@ from diagnostics.redaction.redact import Redactor, redact
 
 # The parts live in diagnostics.classify.progress, findings, verdict and wrapping; the names
 # importers use stay importable from here.
-__all__ = ["MAX_STORED_LINE", "Classifier", "classify_lines", "default_pack", "render_rule"]
+__all__ = ["MAX_STORED_LINE", "Classifier", "default_pack", "render_rule"]
 
 
 @lru_cache(maxsize=1)
@@ -278,23 +276,3 @@ def _read_class(classifier: Classifier, cls: str, clean: str) -> None:
             progress = classifier._progress
             findings, line = classifier.findings, classifier.lines
             findings.consider(rule, clean, text, line, progress, 0, fed, header=True)
-
-
-def classify_lines(
-    lines: Iterable[str], pack: RulePack | None = None, shown: frozenset[int] = frozenset()
-) -> Diagnosis:
-    """Classify a whole log given as lines (for tests and small inputs); of several
-    attempts, the last one's failure (:mod:`attempts`); a setting shown late, known."""
-    lines = list(lines)
-    classifier = knowing(shown, pack).feed_all(lines)
-    pack = classifier.pack
-    # a server at work whose ready marker was cut off, or a request's error in one
-    tail = lambda: tail_of(lines)  # noqa: E731
-    first = lambda: len(lines) - len(tail()) + 1  # noqa: E731
-    verdict = with_tail(classifier.diagnosis(), tail, pack, classifier.redact, first)
-    again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
-    after = lambda some: following(classifier).feed_all(some).diagnosis()  # noqa: E731
-    reach = lambda some: reached(Classifier(pack).feed_all(some))  # noqa: E731
-    verdict = last_attempt_of_lines(verdict, lines, pack, again, after, reach)
-    late = frozenset() if shown else settings_shown(verdict, pack, lines)
-    return late_setting(verdict, late, pack, lambda: classify_lines(lines, pack, late))

@@ -9,7 +9,7 @@ its routes, its request log. The rule pack lists them as the ``serving`` phase
 that no pattern matches, which the fast path skips unread), so they are read here, on
 the last lines of a log whose verdict is a start under way
 (:func:`diagnostics.scanning.scan.classify_stream` reads them from the file,
-:func:`diagnostics.classify.classifier.classify_lines` from its lines). The worker does
+:func:`diagnostics.attempts.lines.classify_lines` from its lines). The worker does
 not need them: it asks the server itself whether it is up.
 
 Walking back from the end, the first line that is either a serving line or a progress

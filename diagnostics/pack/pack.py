@@ -28,7 +28,7 @@ PHASES = {
     "serving": State.READY,
     # a shell prompt running a command that prints a log (kubectl logs, docker logs,
     # journalctl, cat of a .log file): what follows it is another recording, read only
-    # by the attempts pass (diagnostics.classify.attempts), never by the line scan
+    # by the attempts pass (diagnostics.attempts.last), never by the line scan
     "recording": None,
 }
 _NOT_SCANNED = frozenset({"serving", "recording"})

@@ -24,17 +24,8 @@ from diagnostics.pack.templates import check_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
-_OPTIONAL = (
-    "when",
-    "defaults",
-    "generic",
-    "note",
-    "transient_if",
-    "kind",
-    "message_lines",
-    "of_the_files",
-)
-_RULE_KEYS = {*_REQUIRED, *_OPTIONAL}
+_OPTIONAL = {"when", "defaults", "generic", "note", "transient_if", "kind", "message_lines"}
+_RULE_KEYS = {*_REQUIRED, *_OPTIONAL, "of_the_files"}
 _WHEN_KEYS = {"traceback_through", "after", "before_ready", "until_progress", "anywhere"}
 _PHASE_KEYS = {"phase", "patterns", "note"}
 _FILE_KEYS = {"rules", "phases", "provenance"}
@@ -262,12 +253,10 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
     defaults = raw.get("defaults") or {}
     if not isinstance(defaults, dict) or not all(isinstance(v, str) for v in defaults.values()):
         raise RulePackError(f"{where}: field defaults: must map capture names to strings")
-    generic = raw.get("generic", False)
-    if not isinstance(generic, bool):
-        raise RulePackError(f"{where}: field generic: must be true or false")
-    of_the_files = raw.get("of_the_files", False)
-    if not isinstance(of_the_files, bool):
-        raise RulePackError(f"{where}: field of_the_files: must be true or false")
+    generic, of_the_files = (raw.get(key, False) for key in ("generic", "of_the_files"))
+    for key, flag in (("generic", generic), ("of_the_files", of_the_files)):
+        if not isinstance(flag, bool):
+            raise RulePackError(f"{where}: field {key}: must be true or false")
     kind = raw.get("kind", "cause")
     if kind not in KINDS:
         raise RulePackError(f"{where}: field kind: {kind!r} is not one of {list(KINDS)}")

@@ -7,5 +7,6 @@ path (``fastpath``) and its parts: the backwards search for the last ready marke
 (``blocktext``).
 
 May import: ``diagnostics.model``, ``diagnostics.pack``, ``diagnostics.classify``,
-``diagnostics.redaction``, ``diagnostics.formats``. Imported by: ``diagnostics.command``.
+``diagnostics.attempts``, ``diagnostics.redaction``, ``diagnostics.formats``.
+Imported by: ``diagnostics.command``.
 """

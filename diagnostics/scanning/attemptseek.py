@@ -1,4 +1,4 @@
-"""Where the last attempt of a log begins (:mod:`diagnostics.classify.attempts`), found by
+"""Where the last attempt of a log begins (:mod:`diagnostics.attempts.last`), found by
 reading the file backwards: the last line on which vLLM's API server announces a start,
 looked for in the last ``LOOK_BACK`` bytes (a crash loop's last attempt is near the end;
 a log of one attempt with hours of requests after it is not read twice)."""
@@ -10,7 +10,7 @@ from typing import BinaryIO
 
 import hyperscan
 
-from diagnostics.classify.attempts import (
+from diagnostics.attempts.last import (
     attempt_markers,
     is_attempt_line,
     is_run_end,

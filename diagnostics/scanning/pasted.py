@@ -4,12 +4,12 @@ output, the worker's pipe, runs in order and shows no settings after it):
 - attempts pasted newest first ("latest run on top, the previous one below"), found by
   the times their start lines show (:func:`diagnostics.formats.order.newest_first`), are
   read in the order they ran, so that the last attempt is the one that ran last
-  (:mod:`diagnostics.classify.attempts`);
+  (:mod:`diagnostics.attempts.last`);
 - a setting the paste shows after the failure (an environment dump, a compose file
   below the log) is the environment the start ran in: the log is read again knowing it
   (:func:`diagnostics.classify.progress.settings_shown`);
 - a model vLLM found missing after a step before its first start failed is what that
-  step left (:func:`diagnostics.classify.attempts.left_by_a_step`)."""
+  step left (:func:`diagnostics.attempts.last.left_by_a_step`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import itertools
 from collections.abc import Callable
 from typing import BinaryIO, NamedTuple
 
-from diagnostics.classify.attempts import rerun_command
-from diagnostics.classify.decisive import left_by_a_step, may_be_left
+from diagnostics.attempts.decisive import left_by_a_step, may_be_left
+from diagnostics.attempts.last import rerun_command
 from diagnostics.classify.progress import late_setting, settings_shown
 from diagnostics.formats.order import newest_first
 from diagnostics.model import Diagnosis

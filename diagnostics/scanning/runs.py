@@ -1,4 +1,4 @@
-"""Several runs in one file (``diagnostics.classify.attempts.after_run_ended``): the last
+"""Several runs in one file (``diagnostics.attempts.last.after_run_ended``): the last
 reports that a run ended (a platform's exit report, a shell prompt printing another log
 or running vLLM again), found reading the file backwards, their line numbers counted
 from where the file's classifier began, and the runs after them classified."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import BinaryIO
 
-from diagnostics.classify.attempts import RUN_ENDS_READ, after_run_ended, rerun_command
+from diagnostics.attempts.last import RUN_ENDS_READ, after_run_ended, rerun_command
 from diagnostics.classify.classifier import Classifier, following
 from diagnostics.model import Diagnosis
 from diagnostics.scanning.attemptseek import attempt_before, last_run_ends, next_line

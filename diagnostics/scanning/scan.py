@@ -26,10 +26,10 @@ import io
 from functools import cache, partial
 from typing import BinaryIO
 
-from diagnostics.classify.attempts import last_attempt_verdict
+from diagnostics.attempts.decisive import decisive
+from diagnostics.attempts.last import last_attempt_verdict
 from diagnostics.classify.chosen import went_further
 from diagnostics.classify.classifier import Classifier, knowing, reached
-from diagnostics.classify.decisive import decisive
 from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import console_head, going_back, looks_reversed, reversed_lines
@@ -136,7 +136,7 @@ def _last_attempt_of_file(
     stream: BinaryIO, start: int, classifier: Classifier, block_size: int
 ) -> tuple[Diagnosis, tuple[int, int] | None]:
     """The file's verdict; of several attempts, the last one's failure
-    (:mod:`diagnostics.classify.attempts`). The cheap questions first: an attempt began
+    (:mod:`diagnostics.attempts.last`). The cheap questions first: an attempt began
     before the verdict's evidence (vLLM's first start is near the top), and one after it
     (read backwards from the end); the lines are counted from the last ready marker
     (where the whole file's classifier began: offset, lines before; None for a big log

@@ -2,7 +2,7 @@
 whose a line is shows only in the header above it (:mod:`diagnostics.classify.services`),
 which the fast path may skip and its restart at the last ready marker never reads. So
 such a log is read line by line, in order, as the worker's path reads vLLM's output
-(:func:`diagnostics.classify.classifier.classify_lines`): whole up to
+(:func:`diagnostics.attempts.lines.classify_lines`): whole up to
 ``WHOLE_UP_TO``, and past that fed to one classifier as it comes (in bounded memory,
 without the look at several attempts)."""
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from diagnostics.classify.classifier import Classifier, classify_lines
+from diagnostics.attempts.lines import classify_lines
+from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.services import SECTION
 from diagnostics.formats.streams import LineSplitter, Reader
 from diagnostics.model import Diagnosis

@@ -1,4 +1,4 @@
-"""Several attempts in one log (diagnostics.classify.attempts): the last attempt's failure
+"""Several attempts in one log (diagnostics.attempts.last): the last attempt's failure
 decides when it names a cause of its own; a crash loop's last attempt cut short, a
 failure before vLLM's first start and a worker echoing the server's banner do not
 start a new verdict. Each through both paths (the line path and diagnose's file reader)."""

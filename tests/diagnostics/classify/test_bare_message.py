@@ -11,7 +11,7 @@ import io
 
 import pytest
 
-from diagnostics.classify.classifier import classify_lines
+from diagnostics.attempts.lines import classify_lines
 from diagnostics.model import Category, State
 from diagnostics.scanning.scan import classify_stream
 from tests.support.packs import both_paths, shipped_pack

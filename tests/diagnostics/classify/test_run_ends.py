@@ -2,7 +2,7 @@
 RunPod's "worker exited with exit code 1", supervisord's, systemd's, honcho's, an IDE's)
 ends the run whose failure came before it: the process or container ran again after it,
 and that later run's own cause is the verdict, whatever the earlier one was
-(diagnostics.classify.attempts.after_run_ended). Built combinations through both paths,
+(diagnostics.attempts.last.after_run_ended). Built combinations through both paths,
 and the file path's backward search against a line-by-line reading."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from diagnostics.classify.attempts import is_run_end
+from diagnostics.attempts.last import is_run_end
 from diagnostics.model import Category
 from diagnostics.scanning import attemptseek
 from diagnostics.scanning.attemptseek import last_run_ends

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from diagnostics.classify.classifier import classify_lines
+from diagnostics.attempts.lines import classify_lines
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import FIXTURES

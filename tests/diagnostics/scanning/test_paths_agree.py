@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnostics.classify.attempts import last_attempt_of_lines
+from diagnostics.attempts.last import last_attempt_of_lines
 from diagnostics.classify.classifier import Classifier, following, reached
 from diagnostics.classify.serving import tail_of
 from diagnostics.classify.unmatched import with_tail

@@ -15,8 +15,8 @@ from functools import lru_cache
 from itertools import pairwise
 from types import MappingProxyType
 
+from diagnostics.attempts.decisive import before_any_start, decisive, left_by_a_step
 from diagnostics.classify.chosen import went_further
-from diagnostics.classify.decisive import before_any_start, decisive, left_by_a_step
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
 from diagnostics.model import Category, Diagnosis, State
 from diagnostics.pack.matching import Regex
