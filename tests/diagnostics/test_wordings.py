@@ -2736,6 +2736,44 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # A step's tools in their own words (stop 52, held-out TP and TW): botocore's lost
+    # connection as the AWS CLI prints it, Go's net/http error (ollama, rclone, s5cmd),
+    # Go's lower-case "no space left on device", a program a step's script runs that the
+    # image lacks, a config file that is not JSON.
+    (
+        [
+            "download failed: s3://m/llama/model-00002-of-00004.safetensors to "
+            "llama/model-00002-of-00004.safetensors Connection was closed before we received "
+            'a valid response from endpoint URL: "https://m.s3.amazonaws.com/llama/x".'
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            'Error: max retries exceeded: Get "https://registry.ollama.ai/v2/library/qwen2/'
+            'blobs/sha256:66b9": unexpected EOF'
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            'ERROR "cp s3://b/m/model-00012-of-00030.safetensors /mnt/m/model-00012-of-00030.'
+            'safetensors": write /mnt/m/model-00012-of-00030.safetensors: no space left on device'
+        ],
+        "other",
+        False,
+    ),
+    (["/entrypoint.sh: line 9: aws: command not found"], "other", True),
+    (
+        [
+            "OSError: It looks like the config file at '/models/gemma-7b-it/config.json' is "
+            "not a valid JSON file."
+        ],
+        "bad_config",
+        True,
+    ),
 ]
 
 

@@ -242,12 +242,16 @@ FETCH_FAILED = [
     "curl: (56) Recv failure: Connection reset by peer",
     "error: RPC failed; curl 92 HTTP/2 stream 5 was not closed cleanly: CANCEL (err 8)",
     "wget: unable to resolve host address 'huggingface.co'",
+    'Error: max retries exceeded: Get "https://registry.ollama.ai/v2/library/qwen2/blobs/'
+    'sha256:66b9": unexpected EOF',
 ]
 # What vLLM then reports of the files the step left (rules marked of_the_files)
 LEFT_IN_THE_FILES = [
     "ValueError: Following weights were not initialized from checkpoint: "
     "{'model.layers.41.self_attn.qkv_proj.weight'}",
     "RuntimeError: Cannot find any model weights with `/models/qwen`",
+    "OSError: It looks like the config file at '/models/qwen/config.json' is not a valid "
+    "JSON file.",
 ]
 
 
