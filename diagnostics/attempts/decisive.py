@@ -47,14 +47,17 @@ def decisive(diagnosis: Diagnosis, pack: RulePack) -> bool:
 # engine's memory (it runs out once the engine loads), its flags (rejected as it parses
 # them: a process that then ends), the model's code it loads. Such a failure above the
 # first start the log shows is an earlier attempt's whose start was not kept (a
-# notebook's tail, a previous container's last lines, a retry with other flags).
+# notebook's tail, a previous container's last lines, a retry with other flags). So is
+# a device fault that only an engine that runs prints (a rule's engine_only: a kernel's
+# fault, a communicator's), unlike one at import (no GPU found, the driver too old).
 _ITS_OWN = frozenset({Category.OOM, Category.KV_CACHE, Category.BAD_CONFIG, Category.REMOTE_CODE})
 
 
-def before_any_start(diagnosis: Diagnosis) -> bool:
+def before_any_start(diagnosis: Diagnosis, pack: RulePack) -> bool:
     """Whether a failure may come before vLLM announced any start (a download step's, an
     import's, the platform's detection): it stands when no attempt began before it."""
-    return diagnosis.category not in _ITS_OWN
+    rule = pack.verdicts_rule(diagnosis.rule)
+    return diagnosis.category not in _ITS_OWN and not (rule is not None and rule.engine_only)
 
 
 # What no step that fetches, converts or copies files fails on (an earlier attempt's).

@@ -87,7 +87,7 @@ def last_attempt_verdict(
     if verdict.evidence.line >= attempt_line:
         return verdict  # the failure is the last attempt's
     later = classify_from()
-    if before_any_start(verdict) and not attempt_before(verdict.evidence.line):
+    if before_any_start(verdict, pack) and not attempt_before(verdict.evidence.line):
         # a failure before vLLM's first start: it stands unless the last attempt got
         # further and failed on what the files it left cannot cause
         beyond = later.category in _NOT_THE_FILES or _of_the_image(later)
@@ -168,7 +168,7 @@ def after_run_ended(
         return verdict
     first = verdict.evidence.line
     after = [end for end in ends if end > first]
-    if before_any_start(verdict) and not (
+    if before_any_start(verdict, pack) and not (
         any(end < first for end in ends) or started_before(first)
     ):
         after = [end for end in after if end not in reruns]

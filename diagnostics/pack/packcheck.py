@@ -25,7 +25,7 @@ from diagnostics.pack.templates import check_template
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
 _OPTIONAL = {"when", "defaults", "generic", "note", "transient_if", "kind", "message_lines"}
-_RULE_KEYS = {*_REQUIRED, *_OPTIONAL, "of_the_files"}
+_RULE_KEYS = {*_REQUIRED, *_OPTIONAL, "of_the_files", "engine_only"}
 _WHEN_KEYS = {"traceback_through", "after", "before_ready", "until_progress", "anywhere"}
 _PHASE_KEYS = {"phase", "patterns", "note"}
 _FILE_KEYS = {"rules", "phases", "provenance"}
@@ -245,18 +245,15 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
     )
     after = _regexes(when["after"], where, "when.after", known) if "after" in when else ()
     flags = {key: when.get(key, False) for key in ("before_ready", "until_progress", "anywhere")}
-    for key, flag in flags.items():
+    marks = {key: raw.get(key, False) for key in ("generic", "of_the_files", "engine_only")}
+    for key, flag in [*((f"when.{k}", v) for k, v in flags.items()), *marks.items()]:
         if not isinstance(flag, bool):
-            raise RulePackError(f"{where}: field when.{key}: must be true or false")
+            raise RulePackError(f"{where}: field {key}: must be true or false")
     if flags["anywhere"] and not after:
         raise RulePackError(f"{where}: field when.anywhere: needs when.after (its markers)")
     defaults = raw.get("defaults") or {}
     if not isinstance(defaults, dict) or not all(isinstance(v, str) for v in defaults.values()):
         raise RulePackError(f"{where}: field defaults: must map capture names to strings")
-    generic, of_the_files = (raw.get(key, False) for key in ("generic", "of_the_files"))
-    for key, flag in (("generic", generic), ("of_the_files", of_the_files)):
-        if not isinstance(flag, bool):
-            raise RulePackError(f"{where}: field {key}: must be true or false")
     kind = raw.get("kind", "cause")
     if kind not in KINDS:
         raise RulePackError(f"{where}: field kind: {kind!r} is not one of {list(KINDS)}")
@@ -292,9 +289,10 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
         until_progress=flags["until_progress"],
         anywhere=flags["anywhere"],
         defaults=dict(defaults),
-        generic=generic,
+        generic=marks["generic"],
         transient_if=transient_if,
         kind=kind,
         message_lines=lines,
-        of_the_files=of_the_files,
+        of_the_files=marks["of_the_files"],
+        engine_only=marks["engine_only"],
     )

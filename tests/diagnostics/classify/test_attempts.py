@@ -275,3 +275,28 @@ def test_weights_missing_after_an_earlier_attempts_own_failure_stand():
     left = LEFT_IN_THE_FILES[0]
     earlier = verdict(["Traceback (most recent call last):", KV, BANNER, LOADING, left])
     assert (str(earlier.category), earlier.evidence.line) == ("model_requirement", 5)
+
+
+BF16 = (
+    "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+    "Your Tesla V100-SXM2-32GB GPU has compute capability 7.0."
+)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "RuntimeError: CUDA error: device-side assert triggered",
+        NCCL,
+    ],
+)
+def test_a_fault_only_a_running_engine_prints_is_an_earlier_attempts(fault):
+    """A kernel's or a communicator's fault above the first start a paste shows (a thread's
+    earlier try, quoted without its start lines) is an earlier attempt's: the last
+    attempt's own failure decides. A device fault at import (no GPU found) may come
+    before any start, and stands."""
+    diagnosis = verdict(["first try:", fault, "then:", BANNER, BF16])
+    assert (str(diagnosis.category), diagnosis.evidence.line) == ("model_requirement", 5)
+    at_import = "RuntimeError: No CUDA GPUs are available"
+    assert str(verdict(["first try:", at_import, "then:", BANNER, BF16]).category) == "cuda_fault"
