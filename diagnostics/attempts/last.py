@@ -15,7 +15,12 @@ from functools import lru_cache
 from itertools import pairwise
 from types import MappingProxyType
 
-from diagnostics.attempts.decisive import before_any_start, decisive, left_by_a_step
+from diagnostics.attempts.decisive import (
+    before_any_start,
+    decisive,
+    left_by_a_step,
+    may_be_left,
+)
 from diagnostics.classify.chosen import went_further
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
 from diagnostics.model import Category, Diagnosis, State
@@ -62,6 +67,14 @@ def _of_the_image(diagnosis: Diagnosis) -> bool:
     return diagnosis.category is Category.OTHER and bool(diagnosis.permanent)
 
 
+def _hub_answered(verdict: Diagnosis, later: Diagnosis, pack: RulePack) -> bool:
+    """Whether the hub answered ``later`` (a gated repo refused, a repository id it
+    lacks: not a local folder the files were to fill) after ``verdict``'s network failure."""
+    if verdict.category is not Category.NETWORK or may_be_left(later, pack):
+        return False
+    return later.category in (Category.GATED_MODEL, Category.MODEL_NOT_FOUND)
+
+
 def last_attempt_verdict(
     verdict: Diagnosis,
     attempt_line: int | None,
@@ -77,8 +90,9 @@ def last_attempt_verdict(
     (``attempt_before(line)``), or could only come after a start (:func:`before_any_start`):
     a failure before vLLM's first start (a download step's, the image's at import) is not
     an attempt of vLLM's and stands (what vLLM then reports is its consequence), unless
-    the last attempt got further and failed on what the files cannot cause; the
-    engine's memory is an attempt whose start the log did not keep. A last attempt that
+    the last attempt got further and failed on what the files cannot cause, or the hub
+    answered it after the network failed; the engine's memory is an attempt whose start
+    the log did not keep. A last attempt that
     names no cause of its own (still under way, or ended by a consequence) keeps the
     earlier failure, unless that failure was answered before it (``answered()``:
     :func:`went_further`): then the last attempt's own state is the verdict."""
@@ -89,9 +103,13 @@ def last_attempt_verdict(
     later = classify_from()
     if before_any_start(verdict, pack) and not attempt_before(verdict.evidence.line):
         # a failure before vLLM's first start: it stands unless the last attempt got
-        # further and failed on what the files it left cannot cause
+        # further and failed on what the files it left cannot cause, or the hub answered
+        # the last attempt (refused or lacked the repo) after the network had failed
         beyond = later.category in _NOT_THE_FILES or _of_the_image(later)
-        if _of_the_image(verdict) or not (decisive(later, pack) and beyond and answered()):
+        reached = _hub_answered(verdict, later, pack)
+        if _of_the_image(verdict) or not (
+            decisive(later, pack) and (reached or (beyond and answered()))
+        ):
             return verdict
     if not decisive(later, pack) and not (attempt_before(verdict.evidence.line) and answered()):
         return verdict  # (a failure above any start: where it stopped its attempt is not known)

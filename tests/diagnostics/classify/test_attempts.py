@@ -300,3 +300,22 @@ def test_a_fault_only_a_running_engine_prints_is_an_earlier_attempts(fault):
     assert (str(diagnosis.category), diagnosis.evidence.line) == ("model_requirement", 5)
     at_import = "RuntimeError: No CUDA GPUs are available"
     assert str(verdict(["first try:", at_import, "then:", BANNER, BF16]).category) == "cuda_fault"
+
+
+def test_the_hub_answering_a_later_attempt_ends_an_earlier_network_failure():
+    """A network failure above the first start (a forum post's first try), then a start
+    the hub answers with a refusal: the network was back, the refusal decides. A local
+    folder vLLM then finds empty is what a failed download left (the network stands)."""
+    timeout = (
+        "requests.exceptions.ConnectTimeout: (MaxRetryError(\"HTTPSConnectionPool("
+        "host='huggingface.co', port=443): Max retries exceeded with url: /org/m/resolve/"
+        'main/config.json (Caused by ConnectTimeoutError(...))"))'
+    )
+    gated = (
+        "OSError: You are trying to access a gated repo. Make sure to have access to it at "
+        "https://huggingface.co/org/m."
+    )
+    diagnosis = verdict(["first try:", timeout, "after the proxy fix:", BANNER, gated])
+    assert (str(diagnosis.category), diagnosis.evidence.line) == ("gated_model", 5)
+    empty = "ValueError: No supported config format found in /models/m"
+    assert str(verdict(["first try:", timeout, BANNER, empty]).category) == "network"
