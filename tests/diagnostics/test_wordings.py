@@ -2803,6 +2803,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "remote_code",
         True,
     ),
+    # CMake finding no compiler in the image (a build at start-up or a step's, as
+    # llama.cpp's tools before a GGUF conversion; held-out UJ): the image's, permanent
+    (
+        [
+            "-- The C compiler identification is unknown",
+            "CMake Error at CMakeLists.txt:2 (project):",
+            "  No CMAKE_C_COMPILER could be found.",
+        ],
+        "other",
+        True,
+    ),
 ]
 
 
