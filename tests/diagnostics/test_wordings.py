@@ -2814,6 +2814,19 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # A model's own code importing a module of a library the image has, missing in its
+    # version (a dotted name: the library is there; held-out UI): the code's, remote_code
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/root/.cache/huggingface/modules/transformers_modules/orion/'
+            'configuration_orion.py", line 6, in <module>',
+            "    from transformers.modeling_rope_utils import rope_config_validation",
+            "ModuleNotFoundError: No module named 'transformers.modeling_rope_utils'",
+        ],
+        "remote_code",
+        True,
+    ),
 ]
 
 
