@@ -46,6 +46,9 @@ _SERVICE = re.compile(
     r"(?:(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
     r"|\[(?P<tag>[A-Za-z][\w.\-/]{0,63})\](?:\x1b\[[\d;]*m)*(?: |$))"
 )
+# docker compose's own report that a service's container exited ("eval-1 exited with
+# code 1"): about that service, printed without its gutter.
+_COMPOSE_EXIT = re.compile(r"^\s*(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)? exited with code \d+")
 # What a tagged or prefixed line can start with (a digit: a time before the name).
 _TAG_STARTS = frozenset(" \t>[\x1b")
 # A Procfile runner's own lines (honcho's, foreman's "system | vllm.1 stopped (rc=-9)"):
@@ -97,6 +100,9 @@ class Services:
             if _stem(self.section) in {_stem(name) for name in self.vllm}:
                 self.vllm.add(self.section)  # the same program's other stream (job.err)
             return False
+        if (ended := _COMPOSE_EXIT.match(line)) is not None:  # another service's exit
+            name = ended.group("name")
+            return bool(self.vllm) and name not in self.vllm and "vllm" not in name.lower()
         found = _service(line)
         name = None if found is None else _name(found)
         at = 0 if found is None else found.end()

@@ -41,6 +41,15 @@ def test_another_services_ready_and_errors_are_not_vllms(exit_line):
     )
 
 
+def test_another_services_exit_is_not_vllms():
+    """compose's own report that another service exited (an eval client that died on its
+    requests' answers) says nothing of vLLM's start, which came up; vLLM's own exit does."""
+    ready = [*START, f"{VLLM}INFO:     Application startup complete."]
+    diagnosis = both_paths([*ready, "eval-1 exited with code 1"])
+    assert diagnosis.state is State.READY
+    assert both_paths([*ready, "vllm-1 exited with code 1"]).failed
+
+
 def test_a_second_vllm_service_is_vllms_too():
     other = "vllm-small-1  | "
     lines = [
