@@ -19,7 +19,6 @@ from diagnostics.attempts.decisive import (
     before_any_start,
     decisive,
     left_by_a_step,
-    may_be_left,
 )
 from diagnostics.classify.chosen import went_further
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
@@ -67,12 +66,11 @@ def _of_the_image(diagnosis: Diagnosis) -> bool:
     return diagnosis.category is Category.OTHER and bool(diagnosis.permanent)
 
 
-def _hub_answered(verdict: Diagnosis, later: Diagnosis, pack: RulePack) -> bool:
-    """Whether the hub answered ``later`` (a gated repo refused, a repository id it
-    lacks: not a local folder the files were to fill) after ``verdict``'s network failure."""
-    if verdict.category is not Category.NETWORK or may_be_left(later, pack):
-        return False
-    return later.category in (Category.GATED_MODEL, Category.MODEL_NOT_FOUND)
+def _hub_answered(verdict: Diagnosis, later: Diagnosis) -> bool:
+    """Whether the hub answered ``later`` (it refused a gated repo) after ``verdict``'s
+    network failure. (A model found missing is not an answer: vLLM concludes it from
+    the files it got, which the failed download may have left out.)"""
+    return verdict.category is Category.NETWORK and later.category is Category.GATED_MODEL
 
 
 def last_attempt_verdict(
@@ -104,9 +102,9 @@ def last_attempt_verdict(
     if before_any_start(verdict, pack) and not attempt_before(verdict.evidence.line):
         # a failure before vLLM's first start: it stands unless the last attempt got
         # further and failed on what the files it left cannot cause, or the hub answered
-        # the last attempt (refused or lacked the repo) after the network had failed
+        # the last attempt (refused a gated repo) after the network had failed
         beyond = later.category in _NOT_THE_FILES or _of_the_image(later)
-        reached = _hub_answered(verdict, later, pack)
+        reached = _hub_answered(verdict, later)
         if _of_the_image(verdict) or not (
             decisive(later, pack) and (reached or (beyond and answered()))
         ):
