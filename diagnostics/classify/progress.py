@@ -218,12 +218,15 @@ PHASE_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
 def outgrown(best: Hit, state: State | None) -> bool:
     """Whether the start entering ``state`` forgets the verdict ``best``: its rule is
     forgotten when the start goes on (``until_progress``) and ``state`` is later than
-    the phase it was found in; or it is a warning's generic words (:func:`_words_warned`)
+    the phase it was found in, or any phase but a new start when it was a notice logged
+    below ERROR (a retried request, then the download going on: V1 downloads once the
+    load has begun); or it is a warning's generic words (:func:`_words_warned`)
     and the start made progress in that phase or a later one (not a new start)."""
     if state not in PHASE_ORDER or best.phase not in PHASE_ORDER:
         return False
-    if best.rule.until_progress:
-        return PHASE_ORDER.index(state) > PHASE_ORDER.index(best.phase)
+    if best.rule.until_progress:  # (a notice logged below ERROR: any progress but a new start)
+        later = PHASE_ORDER.index(state) > PHASE_ORDER.index(best.phase)
+        return later or (state is not State.STARTING and warned(best.raw))
     return _words_warned(best) and PHASE_ORDER.index(state) >= max(1, PHASE_ORDER.index(best.phase))
 
 

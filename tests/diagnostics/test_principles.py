@@ -752,6 +752,20 @@ def test_a_retried_hub_request_yields_to_the_cause_the_start_printed_after_it():
     assert "huggingface.co/google/flan-t5-xl" in alone.cause
 
 
+def test_a_retry_logged_as_a_warning_is_outgrown_by_the_download_going_on():
+    """V1 downloads once the load has begun: huggingface_hub's retry, logged below ERROR,
+    then the shards' download going on is a start under way (held-out UP), in either
+    order of phases; the retries alone, or before a new start, are the network."""
+    prefix = "(EngineCore_0 pid=266) (VllmWorker TP0 pid=272) "
+    loading = (
+        f"{prefix}INFO 08-22 05:10:25 [gpu_model_runner.py:1953] Starting to load model org/m..."
+    )
+    warned = [f"{prefix}WARNING 08-22 05:10:57 [_http.py:95] {line}" for line in RETRIED]
+    bar = "model-00005-of-00014.safetensors:  66%|██████▌   | 3.05G/4.63G [00:38<00:19, 80.9MB/s]"
+    assert classify_lines([loading, *warned, bar]).state is State.DOWNLOADING
+    assert classify_lines([loading, *warned]).state is State.FAILED_TRANSIENT
+
+
 # A connection refused, raised without its host: a client of vLLM's own API whose server
 # did not start says so too, so the start's own cause wins; after the hub's client said
 # which requests it retried, it is the hub's.
