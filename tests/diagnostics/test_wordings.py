@@ -2827,6 +2827,18 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "remote_code",
         True,
     ),
+    # nvidia-smi missing in a container (the runtime mounts it with the driver): the
+    # container was given no GPU (held-out UQ), not a program the image lacks
+    (
+        [
+            "RuntimeError: Failed to infer device type",
+            "$ docker compose exec vllm nvidia-smi",
+            'OCI runtime exec failed: exec failed: unable to start container process: exec: "nvidia-smi": '
+            "executable file not found in $PATH: unknown",
+        ],
+        "cuda_fault",
+        False,
+    ),
 ]
 
 
