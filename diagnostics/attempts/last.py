@@ -179,7 +179,8 @@ def after_run_ended(
     an attempt began before ``line``): what vLLM then reports is its consequence. A
     prompt running vLLM with another command than the failed run's (``reruns``: line ->
     command) answered that failure: the run after it, cut short or ended by a
-    consequence, is the verdict by its own state."""
+    consequence, is the verdict by its own state; so did a restart after a network
+    failure whose run is loading the model (:func:`_past`)."""
     if not verdict.failed or verdict.evidence is None:
         return verdict
     first = verdict.evidence.line
@@ -197,12 +198,18 @@ def after_run_ended(
             assert later.evidence is not None
             if normalize(later.evidence.text) == normalize(verdict.evidence.text):
                 return verdict  # the same failure repeated: the fuller reading stands
-        elif not (end in reruns and _changed(reruns, end, first)):
+        elif not (end in reruns and _changed(reruns, end, first)) and not _past(verdict, later):
             continue  # cut short or ended by a consequence, after the same command
         if later.evidence is None:
-            return later  # under way, after another command
+            return later  # under way, after another command or past the network's failure
         return later._replace(evidence=later.evidence._replace(line=later.evidence.line + end))
     return verdict
+
+
+def _past(verdict: Diagnosis, later: Diagnosis) -> bool:
+    """Whether a run restarted after ``verdict``'s network failure is loading the model
+    (the hub answered it, the files are there): the network was back."""
+    return verdict.category is Category.NETWORK and later.state is State.LOADING
 
 
 def _changed(reruns: Mapping[int, str], end: int, first: int) -> bool:

@@ -13,7 +13,7 @@ import random
 import pytest
 
 from diagnostics.attempts.last import is_run_end
-from diagnostics.model import Category
+from diagnostics.model import Category, State
 from diagnostics.scanning import attemptseek
 from diagnostics.scanning.attemptseek import last_run_ends
 from tests.support.packs import both_paths, shipped_pack
@@ -83,6 +83,19 @@ def test_a_last_run_cut_short_leaves_the_earlier_failure(end):
     assert both_paths(lines).category is category
     lines = [*failure, *ENDS[end], *ENDS[end], LATER[0]]  # nothing of its own either
     assert both_paths(lines).category is category
+
+
+@pytest.mark.parametrize("end", ["compose", "runpod", "systemd"])
+def test_a_restart_loading_the_model_after_a_network_failure_is_under_way(end):
+    """The network failed, the platform restarted vLLM, and the next run is loading the
+    model (the hub answered it; held-out UQ): under way. Cut before it loads, or after
+    a failure the network cannot have caused, the failure stands."""
+    failure, _ = EARLIER["network"]
+    lines = [*failure, *ENDS[end], LATER[0], LOADING]
+    assert both_paths(lines).state is State.LOADING
+    assert both_paths([*failure, *ENDS[end], LATER[0]]).category is Category.NETWORK
+    gated, category = EARLIER["gated"]
+    assert both_paths([*gated, *ENDS[end], LATER[0], LOADING]).category is category
 
 
 def test_the_run_before_a_last_one_cut_short_decides():
