@@ -115,6 +115,7 @@ _PREFIXES = re.compile(
         |Traceback\b|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt)\b)
     | (?:>[ \t]?)+                                                  # quoted in a reply ("> ")
     | \s{0,6}\d{1,6}(?:[ \t]*[|\u2502][ \t]?|:[ \t]|\t)                 # pasted line numbers
+    | \d{1,6}(?:\.\d+)?s\t                                           # Kaggle's seconds, a tab
     # vLLM's own header: LEVEL MM-DD HH:MM:SS [file.py:N] (V0: without the "[")
     | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+
       \[?[\w.\-]+\.py:\d+\]\s?

@@ -48,6 +48,8 @@ MSG = "ValueError: No available memory for the cache blocks."
         f"vllm-0 ERROR 01-29 12:05:49 [core.py:866] {MSG}",
         # ... and before a traceback's own lines: its header and its exception line
         f"vllm-7b-5f7d9c6b8-qjx2m vllm {MSG}",
+        # a Kaggle notebook's log export: seconds since the start, the line's number
+        f"74.6s\t6\t{MSG}",
     ],
 )
 def test_prefixes_are_stripped(raw):
