@@ -90,7 +90,8 @@ def left_by_a_step(
     if not evidence or evidence.line < first_start or not may_be_left(verdict, pack):
         return verdict  # (a repo id or URL: no step before makes the hub lack it)
     step = before()
-    cause = decisive(step, pack) and step.evidence is not None and not warned(step.evidence.text)
+    if not decisive(step, pack) or step.evidence is None or warned(step.evidence.text):
+        return verdict
     if verdict.category is not Category.MODEL_NOT_FOUND and step.category in _NOT_A_STEP:
         return verdict
-    return step if cause else verdict
+    return step

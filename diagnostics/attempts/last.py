@@ -15,11 +15,7 @@ from functools import lru_cache
 from itertools import pairwise
 from types import MappingProxyType
 
-from diagnostics.attempts.decisive import (
-    before_any_start,
-    decisive,
-    left_by_a_step,
-)
+from diagnostics.attempts.decisive import before_any_start, decisive, left_by_a_step
 from diagnostics.classify.chosen import went_further
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
 from diagnostics.model import Category, Diagnosis, State
@@ -66,11 +62,14 @@ def _of_the_image(diagnosis: Diagnosis) -> bool:
     return diagnosis.category is Category.OTHER and bool(diagnosis.permanent)
 
 
-def _hub_answered(verdict: Diagnosis, later: Diagnosis) -> bool:
-    """Whether the hub answered ``later`` (it refused a gated repo) after ``verdict``'s
-    network failure. (A model found missing is not an answer: vLLM concludes it from
-    the files it got, which the failed download may have left out.)"""
-    return verdict.category is Category.NETWORK and later.category is Category.GATED_MODEL
+def _network_back(verdict: Diagnosis, later: Diagnosis) -> bool:
+    """Whether the network was back for ``later`` (an attempt or run after ``verdict``'s
+    network failure): the hub answered it (refused a gated repo), or it is loading the
+    model (the files are there). (A model found missing is no answer: vLLM concludes it
+    from the files it got, which the failed download may have left out.)"""
+    if verdict.category is not Category.NETWORK:
+        return False
+    return later.category is Category.GATED_MODEL or later.state is State.LOADING
 
 
 def last_attempt_verdict(
@@ -104,9 +103,9 @@ def last_attempt_verdict(
         # further and failed on what the files it left cannot cause, or the hub answered
         # the last attempt (refused a gated repo) after the network had failed
         beyond = later.category in _NOT_THE_FILES or _of_the_image(later)
-        reached = _hub_answered(verdict, later)
+        back = _network_back(verdict, later)
         if _of_the_image(verdict) or not (
-            decisive(later, pack) and (reached or (beyond and answered()))
+            decisive(later, pack) and (back or (beyond and answered()))
         ):
             return verdict
     if not decisive(later, pack) and not (attempt_before(verdict.evidence.line) and answered()):
@@ -180,7 +179,7 @@ def after_run_ended(
     prompt running vLLM with another command than the failed run's (``reruns``: line ->
     command) answered that failure: the run after it, cut short or ended by a
     consequence, is the verdict by its own state; so did a restart after a network
-    failure whose run is loading the model (:func:`_past`)."""
+    failure whose run is loading the model (:func:`_network_back`)."""
     if not verdict.failed or verdict.evidence is None:
         return verdict
     first = verdict.evidence.line
@@ -198,18 +197,14 @@ def after_run_ended(
             assert later.evidence is not None
             if normalize(later.evidence.text) == normalize(verdict.evidence.text):
                 return verdict  # the same failure repeated: the fuller reading stands
-        elif not (end in reruns and _changed(reruns, end, first)) and not _past(verdict, later):
+        elif not (
+            (end in reruns and _changed(reruns, end, first)) or _network_back(verdict, later)
+        ):
             continue  # cut short or ended by a consequence, after the same command
         if later.evidence is None:
             return later  # under way, after another command or past the network's failure
         return later._replace(evidence=later.evidence._replace(line=later.evidence.line + end))
     return verdict
-
-
-def _past(verdict: Diagnosis, later: Diagnosis) -> bool:
-    """Whether a run restarted after ``verdict``'s network failure is loading the model
-    (the hub answered it, the files are there): the network was back."""
-    return verdict.category is Category.NETWORK and later.state is State.LOADING
 
 
 def _changed(reruns: Mapping[int, str], end: int, first: int) -> bool:

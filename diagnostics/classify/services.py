@@ -102,14 +102,14 @@ class Services:
             return False
         if (ended := _COMPOSE_EXIT.match(line)) is not None:  # another service's exit
             name = ended.group("name")
-            return bool(self.vllm) and name not in self.vllm and "vllm" not in name.lower()
+            return bool(self.vllm) and name not in self.vllm and not _for_vllm(name)
         found = _service(line)
         name = None if found is None else _name(found)
         at = 0 if found is None else found.end()
         name = self.current = self.section if name is None else name
         if name is None or name in self.vllm or name in _RUNNERS:
             return False
-        if "vllm" in name.lower():  # a service named for vLLM is vLLM's
+        if _for_vllm(name):  # a service named for vLLM is vLLM's
             self.vllm.add(name)
             return False
         inner = _LOGGER_FIELDS.match(line, at)
@@ -133,6 +133,11 @@ class Services:
             and mine != theirs
             and {mine, theirs} <= self.vllm
         )
+
+
+def _for_vllm(name: str) -> bool:
+    """Whether a service's name names vLLM ("vllm", "vllm-chat"): its lines are vLLM's."""
+    return "vllm" in name.lower()
 
 
 def _stem(name: str) -> str:

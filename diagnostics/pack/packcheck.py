@@ -24,8 +24,9 @@ from diagnostics.pack.templates import check_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
-_OPTIONAL = {"when", "defaults", "generic", "note", "transient_if", "kind", "message_lines"}
-_RULE_KEYS = {*_REQUIRED, *_OPTIONAL, "of_the_files", "engine_only"}
+_MARKS = ("generic", "of_the_files", "engine_only")  # a rule's true-or-false fields
+_OPTIONAL = {"when", "defaults", "note", "transient_if", "kind", "message_lines", *_MARKS}
+_RULE_KEYS = {*_REQUIRED, *_OPTIONAL}
 _WHEN_KEYS = {"traceback_through", "after", "before_ready", "until_progress", "anywhere"}
 _PHASE_KEYS = {"phase", "patterns", "note"}
 _FILE_KEYS = {"rules", "phases", "provenance"}
@@ -245,7 +246,7 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
     )
     after = _regexes(when["after"], where, "when.after", known) if "after" in when else ()
     flags = {key: when.get(key, False) for key in ("before_ready", "until_progress", "anywhere")}
-    marks = {key: raw.get(key, False) for key in ("generic", "of_the_files", "engine_only")}
+    marks = {key: raw.get(key, False) for key in _MARKS}
     for key, flag in [*((f"when.{k}", v) for k, v in flags.items()), *marks.items()]:
         if not isinstance(flag, bool):
             raise RulePackError(f"{where}: field {key}: must be true or false")

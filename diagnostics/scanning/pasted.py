@@ -8,8 +8,9 @@ output, the worker's pipe, runs in order and shows no settings after it):
 - a setting the paste shows after the failure (an environment dump, a compose file
   below the log) is the environment the start ran in: the log is read again knowing it
   (:func:`diagnostics.classify.progress.settings_shown`);
-- a model vLLM found missing after a step before its first start failed is what that
-  step left (:func:`diagnostics.attempts.last.left_by_a_step`)."""
+- a failure the model's files can cause (no model in a local folder, weights missing
+  or cut) after a step before vLLM's first start failed is what that step left
+  (:func:`diagnostics.attempts.decisive.left_by_a_step`)."""
 
 from __future__ import annotations
 
