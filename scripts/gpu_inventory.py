@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("output", type=Path)
     cli.add_argument("--network", action="store_true", help="run the SDK's network check too")
     args = cli.parse_args(argv)
-    gpus = _load("worker_gpus", ROOT / "worker" / "gpus.py")
+    gpus = _load("worker_gpus", ROOT / "worker" / "seams" / "gpus.py")
     host = _load("worker_preflight_host", ROOT / "worker" / "preflight" / "host.py")
     record: dict = {
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -2839,6 +2839,19 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    (
+        [
+            # CuPy's allocator, as printed on an H100 (fixtures/gpu/logs/oom_cupy.log)
+            "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 214,748,364,800 bytes (allocated so far: 0 bytes).",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        ["Out of memory allocating 1,073,741,824 bytes (allocated so far: 77,309,411,328 bytes)."],
+        "oom",
+        True,
+    ),
 ]
 
 

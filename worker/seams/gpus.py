@@ -103,6 +103,22 @@ def _load_pynvml() -> ModuleType:
     return pynvml
 
 
+def _memory(nvml: ModuleType | Any, handle: Any) -> tuple[int, int]:
+    """(total, free) bytes of one GPU as CUDA reports them, and so as vLLM budgets them.
+
+    NVML's plain total counts the memory the driver reserves for itself; CUDA's total
+    (``torch.cuda.mem_get_info``, which vLLM multiplies by GPU_MEMORY_UTILIZATION) does
+    not. On an H100 80GB NVML says 79.65 GiB and CUDA 79.18 GiB (fixtures/gpu/): the
+    0.47 GiB the driver keeps. NVML's v2 query reports that reservation; a driver or
+    library without it gives the plain total."""
+    try:
+        info = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
+        return int(info.total) - int(info.reserved), int(info.free)
+    except Exception:
+        info = nvml.nvmlDeviceGetMemoryInfo(handle)
+        return int(info.total), int(info.free)
+
+
 def read_gpus(
     nvml: ModuleType | Any | None = None,
 ) -> tuple[tuple[Gpu, ...], str | None, str | None, str | None]:
@@ -123,7 +139,7 @@ def read_gpus(
         gpus = []
         for index in range(int(nvml.nvmlDeviceGetCount())):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            total, free = _memory(nvml, handle)
             try:
                 major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
                 capability: tuple[int, int] | None = (int(major), int(minor))
@@ -137,8 +153,8 @@ def read_gpus(
                 Gpu(
                     index=index,
                     name=_text(nvml.nvmlDeviceGetName(handle)),
-                    total_bytes=int(memory.total),
-                    free_bytes=int(memory.free),
+                    total_bytes=total,
+                    free_bytes=free,
                     capability=capability,
                     uuid=uuid,
                 )

@@ -152,3 +152,73 @@ def test_unknown_cuda_order_judges_no_gpu():
     assert [g.total_bytes for g in inv.gpus] == [80 * GIB]
     assert inventory_with({"CUDA_VISIBLE_DEVICES": "MIG-1234"}).count == 0
     assert inventory_with({"CUDA_VISIBLE_DEVICES": "1,1"}).count == 0
+
+
+# What NVML and torch read on a real H100 80GB (fixtures/gpu/faults.json, the
+# memory_overhead case: NVML's v1 and v2 memory queries and torch.cuda.mem_get_info in one
+# process, CUDA 13.0, driver 580.159.04).
+def _recorded_h100():
+    import json
+    from pathlib import Path
+
+    record = json.loads(
+        (Path(__file__).resolve().parents[3] / "fixtures/gpu/faults.json").read_text()
+    )
+    line = record["cases"]["memory_overhead"]["output"].split("MEMORY ", 1)[1]
+    return json.loads(line.splitlines()[0])
+
+
+class RecordedH100Nvml(UuidNvml):
+    """Stands in for pynvml (no GPU here), answering with the real H100's numbers; with
+    ``v2=False`` as a driver or library without NVML's v2 memory query does."""
+
+    nvmlMemory_v2 = 0x02000028
+
+    def __init__(self, v2=True):
+        self.m, self.v2 = _recorded_h100(), v2
+        super().__init__([("NVIDIA H100 80GB HBM3", 0, 0, (9, 0), "h100-0")])
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        if version is None:
+            return SimpleNamespace(**self.m["nvml_v1"])
+        if not self.v2:
+            raise RuntimeError("NVMLError_FunctionNotFound: Function Not Found")
+        assert version == self.nvmlMemory_v2
+        return SimpleNamespace(**self.m["nvml_v2"])
+
+
+def test_a_gpus_total_is_the_one_cuda_and_so_vllm_budgets():
+    # Before: NVML's plain total (79.65 GiB on an H100), 0.47 GiB more than CUDA's
+    # (79.18 GiB, what vLLM multiplies by GPU_MEMORY_UTILIZATION): every budget and KV
+    # figure of the pre-flight came out 0.42 GiB too large at 0.9.
+    m = _recorded_h100()
+    (gpu,) = gpus.read_inventory(RecordedH100Nvml(), env={}).gpus
+    assert (gpu.total_bytes, gpu.free_bytes) == tuple(reversed(m["free_total"]))
+    assert gpu.to_dict()["total_gib"] == 79.18  # vLLM's logs print 79.18-79.19 GiB
+    (plain,) = gpus.read_inventory(RecordedH100Nvml(v2=False), env={}).gpus
+    assert plain.total_bytes == m["nvml_v1"]["total"]  # an older driver: NVML's total
+
+
+def test_memory_another_process_held_on_the_h100_stops_the_start_before_launch():
+    # fixtures/gpu/faults.json "held": NVML's reading while another process held 30 GiB
+    import json
+    from pathlib import Path
+
+    from worker.preflight import fit
+    from worker.preflight.request import read_request
+
+    held = json.loads(
+        (Path(__file__).resolve().parents[3] / "fixtures/gpu/faults.json").read_text()
+    )["held"]["inventory"]["gpus"][0]
+    device = ("NVIDIA H100 80GB HBM3", held["total_gib"], held["free_gib"], (9, 0), "h")
+    inv = gpus.read_inventory(UuidNvml([device]), env={})
+    model = ModelFacts("hub", LLAMA_8B, {"model.safetensors": 16 * 10**9}, {"BF16": 8 * 10**9})
+    req = read_request(["--model", "m", "--gpu-memory-utilization", "0.9"], "m")
+    pred = fit.check_fit(model, req, inv, "gpu", 8192)
+    assert pred is not None and pred.rule == "gpu-free-memory-below-utilization"
+    # vLLM's own words at 0.9 would be "(48.15/79.18 GiB) ... (0.9, 71.26 GiB)": CUDA's
+    # free memory is read after the process made its own context (518 MiB, torch's
+    # message says); NVML's before launch, without it
+    assert pred.values["free"] == "48.66" and pred.values["want"] == "71.26"
+    low = read_request(["--model", "m", "--gpu-memory-utilization", "0.55"], "m")
+    assert fit.check_fit(model, low, inv, "gpu", 8192) is None
