@@ -2852,6 +2852,29 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "oom",
         True,
     ),
+    (
+        [
+            # xFormers on a GTX 1080 Ti: every kernel's reason is the GPU's capability
+            "NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:",
+            "     query       : shape=(1, 2048, 16, 128) (torch.float16)",
+            "`cutlassF` is not supported because:",
+            "    requires device with capability > (7, 0) but your GPU has capability (6, 1) (too old)",
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            # xFormers built without CUDA (the image's): its reason comes first, before the
+            # capability's, in each kernel's list
+            "NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:",
+            "`flshattF@v2.3.6` is not supported because:",
+            "    xFormers wasn't build with CUDA support",
+            "    requires device with capability > (8, 0) but your GPU has capability (7, 0) (too old)",
+        ],
+        "other",
+        True,
+    ),
 ]
 
 
