@@ -709,6 +709,51 @@ def test_a_line_naming_the_token_decides_an_ambiguous_401(named, where):
     assert (str(diagnosis.category), diagnosis.state) == ("gated_model", State.FAILED_PERMANENT)
 
 
+# huggingface_hub raises the hub's 401 as RepositoryNotFoundError when the hub says the
+# repo is not found (every 401 before 0.14), and as a plain HTTP error when it refused
+# the credentials themselves (an invalid, expired or revoked token): the hub's
+# "Invalid username or password." under a plain 401 names the token (held-out VJ).
+PLAIN_401 = [
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3/dist-packages/huggingface_hub/utils/_errors.py", line 371, '
+    "in hf_raise_for_status",
+    "    raise HfHubHTTPError(str(e), response=response) from e",
+    "huggingface_hub.utils._errors.HfHubHTTPError: 401 Client Error: Unauthorized for url: "
+    "https://huggingface.co/meta-llama/Llama-2-13b-chat-hf/resolve/main/config.json "
+    "(Request ID: Root=1-661e5e54)",
+    "",
+    "Invalid username or password.",
+]
+
+
+# transformers' wrapper of a plain HTTP error (utils/hub.py cached_file; it says "is not a
+# valid model identifier" only for RepositoryNotFoundError)
+CONNECTION_WRAPPER = [
+    "",
+    "The above exception was the direct cause of the following exception:",
+    "",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3/dist-packages/transformers/utils/hub.py", line 462, in cached_file',
+    "OSError: There was a specific connection error when trying to load "
+    "meta-llama/Llama-2-13b-chat-hf:",
+    "401 Client Error: Unauthorized for url: "
+    "https://huggingface.co/meta-llama/Llama-2-13b-chat-hf/resolve/main/config.json",
+    "",
+    "Invalid username or password.",
+]
+
+
+@pytest.mark.parametrize("after", [[], CONNECTION_WRAPPER])
+def test_the_hubs_words_under_a_plain_401_are_the_token_refused(after):
+    diagnosis = classify_lines([*PLAIN_401, *after])
+    assert (str(diagnosis.category), diagnosis.state) == ("gated_model", State.FAILED_PERMANENT)
+    # under RepositoryNotFoundError the same words stay a repo the hub does not show
+    assert str(classify_lines([*HUB_401, "Invalid username or password."]).category) == (
+        "model_not_found"
+    )
+    assert str(classify_lines(["Invalid username or password."]).category) == "model_not_found"
+
+
 TOKEN_SENT = "$ HF_TOKEN=$TOKEN vllm serve google/gemma-2-9b-it"
 
 
