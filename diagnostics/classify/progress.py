@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from diagnostics.classify.normalize import normalize
-from diagnostics.model import Diagnosis, State
+from diagnostics.model import Category, Diagnosis, State
 from diagnostics.pack.evidence import REPOSITORY_CODE, project_path
 from diagnostics.pack.rules import PHASES, Pattern, RulePack
 
@@ -227,7 +227,23 @@ def outgrown(best: Hit, state: State | None) -> bool:
     if best.rule.until_progress:  # (a notice logged below ERROR: any progress but a new start)
         later = PHASE_ORDER.index(state) > PHASE_ORDER.index(best.phase)
         return later or (state is not State.STARTING and warned(best.raw))
+    step = PHASE_ORDER.index(state) - PHASE_ORDER.index(best.phase)
+    if _socket_words(best) and step > 0:
+        return True  # the socket's words in a message, then a later phase: survived
     return _words_warned(best) and PHASE_ORDER.index(state) >= max(1, PHASE_ORDER.index(best.phase))
+
+
+def _socket_words(best: Hit) -> bool:
+    """Generic structure of the network: the socket's words in a log message, not raised
+    (raised they are a cause). A library logs them on a request it then retries
+    (huggingface_hub's "Error while downloading from ...: Read timed out", then "Trying
+    to resume download..."), at whatever level its handler prints, or none: the start
+    reaching a later phase after them (the weights loading) survived them."""
+    return (
+        best.rule.generic
+        and best.rule.kind == "structure"
+        and best.rule.category is Category.NETWORK
+    )
 
 
 def _words_warned(best: Hit) -> bool:

@@ -60,3 +60,30 @@ def test_a_rule_without_the_mark_is_not_forgotten_by_progress():
     cause = "OSError: [Errno 28] No space left on device"
     diagnosis = both_paths([START, DOWNLOADING, cause, *LOADING], PACK)
     assert diagnosis.rule == "disk-full"
+
+
+# huggingface_hub's notice of a download it resumes, printed bare (its handler prints no
+# level): the socket's words in a message, not raised (held-out VW)
+RESUMED = [
+    "Error while downloading from https://cdn-lfs-us-1.hf.co/repos/8e/1a/x?filename=model-"
+    "00015-of-00037.safetensors: HTTPSConnectionPool(host='cdn-lfs-us-1.hf.co', port=443): "
+    "Read timed out.",
+    "Trying to resume download...",
+]
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["same-block", "blocks-apart"])
+def test_the_sockets_words_then_a_later_phase_are_a_start_under_way(apart):
+    lines = [START, DOWNLOADING, *RESUMED, *(NOISE if apart else []), *LOADING]
+    assert both_paths(lines, PACK).state is State.LOADING
+
+
+def test_the_sockets_words_then_more_of_the_same_phase_are_the_network():
+    # the download still at it (or its bars going on) is no later phase
+    bars = ["model-00015-of-00037.safetensors:  31%|███       | 1.23G/3.96G [00:20<00:21, 108MB/s]"]
+    for after in ([], [DOWNLOADING], bars):
+        diagnosis = both_paths([START, DOWNLOADING, *RESUMED, *after], PACK)
+        assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_TRANSIENT, "network")
+    # and a failure after the later phase is judged without them
+    failed = both_paths([START, DOWNLOADING, *RESUMED, *LOADING, ENGINE_FAILED], PACK)
+    assert failed.rule == "engine-wrapper"
