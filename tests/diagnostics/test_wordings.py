@@ -2875,6 +2875,14 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    (
+        [
+            # vllm/utils/deep_gemm.py's stub when the package is missing (held-out WE)
+            "RuntimeError: DeepGEMM backend is not available or outdated. Please install or update the `deep_gemm` to a newer version to enable FP8 kernels.",
+        ],
+        "other",
+        True,
+    ),
 ]
 
 
