@@ -78,6 +78,7 @@ class Classifier:
         line = raw.rstrip("\r\n")
         if self._services.foreign(line):  # another compose service's line
             return None
+        self._progress.service = self._services.current
         if (collecting := self.findings.collecting) is not None:
             before = self.recent[-1][1] if self.recent else ""
             rest = continuation(line, collecting.raw)

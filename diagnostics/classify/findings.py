@@ -52,6 +52,7 @@ class Hit(NamedTuple):
     at: int = 0  # the order it was read in (a reversed console export: not ``line``)
     header: bool = False  # read from an IPython header (the class only, before the frames)
     phase: State | None = None  # the start's phase when it was found
+    service: str | None = None  # the service (or tail's file) it was read under
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -156,8 +157,9 @@ class Findings:
             # its repr stands for the exception line of the traceback it announces
             header, chain = True, chain + 1
         hit = Hit(
-            rule, line, stored(clean), stored(text), [], chain, origin, at, header, progress.phase
-        )
+            rule, line, stored(clean), stored(text), [], chain, origin, at, header,
+            progress.phase, progress.service,
+        )  # fmt: skip
         if rule.before_ready and progress.phase is State.READY:
             # A bare error after ready (a failed request) is not the end of vLLM; it
             # only names the cause once vLLM exited.
@@ -179,14 +181,16 @@ class Findings:
         self.best = self.collecting = hit
         self._raising.note(hit)
 
-    def outlived(self, ready: bool, engine_done: bool, apart: Callable[[str], bool]) -> bool:
+    def outlived(
+        self, ready: bool, engine_done: bool, apart: Callable[[str, str | None], bool]
+    ) -> bool:
         """A ready marker (``ready``) or the engine's end of initialisation
         (``engine_done``) came: forget what the start outlived (whatever matched before
         ready; a warning before the engine's end, see ``warned``). False when the best
         finding is another vLLM service's (``apart``): then a ready marker says nothing
         of its failure and does not count."""
         best = self.best
-        if best is not None and apart(best.raw):
+        if best is not None and apart(best.raw, best.service):
             return not ready
         if ready or (engine_done and best is not None and warned(best.raw)):
             self.clear()

@@ -73,6 +73,7 @@ class Progress:
     def __init__(self, shown: frozenset[int] = frozenset()) -> None:
         self.phase = State.STARTING
         self.shown = shown  # rules whose settings the paste shows anywhere (settings_shown)
+        self.service: str | None = None  # the service (or tail's file) of the line read
         self.stopping = False
         self.traceback: int | None = None  # line of a traceback start after the last ready
         self.error: int | None = None  # line of the first ERROR-level line since a phase

@@ -44,7 +44,9 @@ _SERVICE = re.compile(
     r"^[ \t]*(?:>[ \t]?)*(?:\x1b\[[\d;]*m)*"
     r"(?:(?:\d{4}-\d\d-\d\d[T ])?\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?"
     r"(?:(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
-    r"|\[(?P<tag>[A-Za-z][\w.\-/]{0,63})\](?:\x1b\[[\d;]*m)*(?: |$))"
+    r"|\[(?P<tag>[A-Za-z][\w.\-/]{0,63})\](?:\x1b\[[\d;]*m)*(?: |$)"
+    # GNU parallel's --tag: the argument, a tab, the program's line
+    r"|(?P<tab>[A-Za-z][\w.\-]{0,63})\t(?=\S))"
 )
 # docker compose's own report that a service's container exited ("eval-1 exited with
 # code 1"): about that service, printed without its gutter.
@@ -123,10 +125,11 @@ class Services:
             return False
         return bool(self.vllm)
 
-    def apart(self, other: str) -> bool:
-        """Whether the line read last and the raw line ``other`` are two vLLM services'
-        (one's ready marker says nothing of the other's failure)."""
-        mine, theirs = self.current, service_of(other)
+    def apart(self, other: str, read_under: str | None = None) -> bool:
+        """Whether the line read last and the raw line ``other`` (read under the service
+        or tail's file ``read_under``) are two vLLM services' (one's ready marker says
+        nothing of the other's failure)."""
+        mine, theirs = self.current, service_of(other) or read_under
         return (
             mine is not None
             and theirs is not None
@@ -154,7 +157,12 @@ def service_of(line: str) -> str | None:
 
 def _service(line: str) -> re.Match[str] | None:
     # Every line asks: most start with neither a tag nor what a paste puts before it.
-    if "|" not in line and line[:1] not in _TAG_STARTS and not line[:1].isdigit():
+    if (
+        "|" not in line
+        and line[:1] not in _TAG_STARTS
+        and not line[:1].isdigit()
+        and "\t" not in line[:65]
+    ):
         return None
     return _SERVICE.match(line)
 
@@ -162,7 +170,7 @@ def _service(line: str) -> re.Match[str] | None:
 def _name(found: re.Match[str]) -> str | None:
     tag = found.group("tag")
     if tag is None:
-        return found.group("name")
+        return found.group("name") or found.group("tab")
     return None if tag.lower() in _NOT_SERVICES else tag
 
 

@@ -307,3 +307,44 @@ def test_a_service_named_for_vllm_is_vllms_though_its_tail_shows_no_vllm_line():
         line.replace("vllm  ", "model ").replace("vllm exited", "model exited") for line in lines
     ]
     assert not both_paths(renamed).failed
+
+
+# Two servers of one launcher, each in a file of its own shown under tail's headers, or
+# tagged by GNU parallel (--tag: the argument, a tab, the line): the second's ready
+# marker says nothing of the first's failure (held-out WD, stop 53).
+GATED = [
+    "INFO 01-08 13:05:11 api_server.py:712] vLLM API server version 0.6.6.post1",
+    "Traceback (most recent call last):",
+    '  File "/srv/venv/lib/python3.11/site-packages/huggingface_hub/utils/_http.py", line 423, '
+    "in hf_raise_for_status",
+    "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-677e)",
+    "",
+    "Cannot access gated repo for url https://huggingface.co/mistralai/M-7B/resolve/main/"
+    "config.json.",
+]
+UP = [
+    "INFO 01-08 13:05:11 api_server.py:712] vLLM API server version 0.6.6.post1",
+    "INFO 01-08 13:05:50 llm_engine.py:431] init engine (profile, create kv cache, warmup "
+    "model) took 17.85 seconds",
+    "INFO:     Application startup complete.",
+    "INFO:     Uvicorn running on http://127.0.0.1:9001 (Press CTRL+C to quit)",
+]
+
+
+def test_a_file_under_tails_header_is_a_service_whose_ready_clears_no_other_failure():
+    lines = ["==> logs/mistral.log <==", *GATED, "", "==> logs/qwen.log <==", *UP]
+    diagnosis = both_paths(lines)
+    assert (str(diagnosis.category), diagnosis.state) == ("gated_model", State.FAILED_PERMANENT)
+    # one file alone that came up is up
+    assert both_paths(["==> logs/qwen.log <==", *UP]).state is State.READY
+
+
+def test_gnu_parallels_tags_are_services():
+    lines = [
+        *(f"openchat\t{line}" for line in UP[:1]),
+        *(f"mistral\t{line}" for line in GATED),
+        *(f"openchat\t{line}" for line in UP[1:]),
+    ]
+    diagnosis = both_paths(lines)
+    assert (str(diagnosis.category), diagnosis.state) == ("gated_model", State.FAILED_PERMANENT)
+    assert both_paths([f"openchat\t{line}" for line in UP]).state is State.READY
