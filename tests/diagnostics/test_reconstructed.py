@@ -14,7 +14,7 @@ from tests.support.scripts import load_script
 GEN_DOCS = load_script("gen_docs")
 
 ROOT = FIXTURES / "reconstructed"
-RIGHT_AT_LEAST = 23148  # of 23460, 2026-12-06, stop 53 (docs/diagnostics.md, "Held-out checks")
+RIGHT_AT_LEAST = 23740  # of 24060, 2026-12-06, stop 53 (docs/diagnostics.md, "Held-out checks")
 # A writer's label the real corpus contradicts, where the verdict follows the corpus: kept
 # as written (and counted wrong), but not a breach of the safety properties.
 CORPUS_LABELS = {
@@ -47,12 +47,16 @@ AFTER_READY = {
 # then vLLM's next start still loading.
 LEFT_MISSED = {
     "logs/oom/SK-k8s-oomkilled-sidecar-ready.log",
+    # the same shape (stop 53): kubectl describe's OOMKilled above, then `kubectl logs
+    # --previous` of vLLM's own container serving requests until the log ends; the kill
+    # came after the start succeeded, and only describe's times place it
+    "logs/oom/WF-k8s-oomkilled-host-memory-after-ready.log",
 }
 
 
 def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     results = score(ROOT, shipped_pack())
-    assert len(results) == 23460
+    assert len(results) == 24060
     breaches = [r.file for r in results if r.transient_called_permanent]
     assert [f for f in breaches if f not in CORPUS_LABELS | LEFT] == []
     missed = [r.file for r in results if r.failed_called_not_failed]
