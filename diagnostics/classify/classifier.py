@@ -100,8 +100,7 @@ class Classifier:
             return None
         if reading.error_level:
             self._progress.error_level(self.lines)
-        changed = None
-        patterns, text, clean = self.pack.patterns, reading.text, reading.clean
+        changed, patterns, text, clean = None, self.pack.patterns, reading.text, reading.clean
         for what, index, value in reading.actions:
             pattern = patterns[index]
             if what == PHASE:

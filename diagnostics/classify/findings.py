@@ -41,6 +41,11 @@ def stored(line: str) -> str:
     return line if len(line) <= MAX_STORED_LINE else truncate(line, MAX_STORED_LINE)
 
 
+# Whether a raw line, read under a service (or None), is another vLLM service's than the
+# line read last (classify.services.Services.apart)
+Apart = Callable[[str, str | None], bool]
+
+
 class Hit(NamedTuple):
     rule: Rule
     line: int
@@ -157,9 +162,8 @@ class Findings:
             # its repr stands for the exception line of the traceback it announces
             header, chain = True, chain + 1
         hit = Hit(
-            rule, line, stored(clean), stored(text), [], chain, origin, at, header,
-            progress.phase, progress.service,
-        )  # fmt: skip
+            rule, line, stored(clean), stored(text), [], chain, origin, at, header, *progress.where
+        )
         if rule.before_ready and progress.phase is State.READY:
             # A bare error after ready (a failed request) is not the end of vLLM; it
             # only names the cause once vLLM exited.
@@ -181,9 +185,7 @@ class Findings:
         self.best = self.collecting = hit
         self._raising.note(hit)
 
-    def outlived(
-        self, ready: bool, engine_done: bool, apart: Callable[[str, str | None], bool]
-    ) -> bool:
+    def outlived(self, ready: bool, engine_done: bool, apart: Apart) -> bool:
         """A ready marker (``ready``) or the engine's end of initialisation
         (``engine_done``) came: forget what the start outlived (whatever matched before
         ready; a warning before the engine's end, see ``warned``). False when the best

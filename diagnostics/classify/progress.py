@@ -174,6 +174,11 @@ class Progress:
         if settings := groups.get("settings"):
             self.settings[server or "config"] = settings[:_SETTINGS_KEPT]
 
+    @property
+    def where(self) -> tuple[State, str | None]:
+        """The phase and the service of the line read last (a finding's, see Hit)."""
+        return self.phase, self.service
+
     def enter(self, name: str) -> State | None:
         """A phase marker named ``name``; the new phase when it changed."""
         if name == "stopping":
