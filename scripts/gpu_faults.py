@@ -17,7 +17,6 @@ and docs/diagnostics.md).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -25,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from gpu_inventory import ROOT, load_module  # (scripts/ is on the path: run as a script)
+
 GIB = 1024**3
 
 _HOLD = """
@@ -165,15 +165,6 @@ def _run(code: str, env: dict[str, str], timeout: float = 120.0) -> dict:
     return result
 
 
-def _load_gpus():
-    spec = importlib.util.spec_from_file_location("worker_gpus", ROOT / "worker/seams/gpus.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["worker_gpus"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _inventories(gpus, uuid: str | None) -> dict:
     envs: dict[str, dict[str, str]] = {
         "unset": {},
@@ -209,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         record["nvidia_smi"] = f"{type(exc).__name__}: {exc}"
-    gpus = _load_gpus()
+    gpus = load_module("worker_gpus", ROOT / "worker" / "seams" / "gpus.py")
     first = gpus.read_inventory()
     uuid = first.gpus[0].uuid if first.gpus else None
     record["inventory"] = _inventories(gpus, uuid)

@@ -28,8 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str, path: Path):
+def load_module(name: str, path: Path):
+    """A module of the checkout loaded by its path alone (not its package, whose
+    ``__init__`` imports the worker's dependencies); scripts/gpu_faults.py uses it too."""
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -61,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("output", type=Path)
     cli.add_argument("--network", action="store_true", help="run the SDK's network check too")
     args = cli.parse_args(argv)
-    gpus = _load("worker_gpus", ROOT / "worker" / "seams" / "gpus.py")
-    host = _load("worker_preflight_host", ROOT / "worker" / "preflight" / "host.py")
+    gpus = load_module("worker_gpus", ROOT / "worker" / "seams" / "gpus.py")
+    host = load_module("worker_preflight_host", ROOT / "worker" / "preflight" / "host.py")
     record: dict = {
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "python": platform.python_version(),

@@ -230,13 +230,12 @@ def outgrown(best: Hit, state: State | None) -> bool:
     and the start made progress in that phase or a later one (not a new start)."""
     if state not in PHASE_ORDER or best.phase not in PHASE_ORDER:
         return False
+    at, found = PHASE_ORDER.index(state), PHASE_ORDER.index(best.phase)
     if best.rule.until_progress:  # (a notice logged below ERROR: any progress but a new start)
-        later = PHASE_ORDER.index(state) > PHASE_ORDER.index(best.phase)
-        return later or (state is not State.STARTING and warned(best.raw))
-    step = PHASE_ORDER.index(state) - PHASE_ORDER.index(best.phase)
-    if _socket_words(best) and step > 0:
+        return at > found or (state is not State.STARTING and warned(best.raw))
+    if _socket_words(best) and at > found:
         return True  # the socket's words in a message, then a later phase: survived
-    return _words_warned(best) and PHASE_ORDER.index(state) >= max(1, PHASE_ORDER.index(best.phase))
+    return _words_warned(best) and at >= max(1, found)
 
 
 def _socket_words(best: Hit) -> bool:

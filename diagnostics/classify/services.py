@@ -161,7 +161,7 @@ def _service(line: str) -> re.Match[str] | None:
         "|" not in line
         and line[:1] not in _TAG_STARTS
         and not line[:1].isdigit()
-        and "\t" not in line[:65]
+        and line.find("\t", 0, 65) < 0  # (GNU parallel's tag: a name, a tab)
     ):
         return None
     return _SERVICE.match(line)

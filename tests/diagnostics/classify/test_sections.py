@@ -14,6 +14,7 @@ from diagnostics.formats.streams import MAX_LINE, LineSplitter
 from diagnostics.model import State
 from diagnostics.scanning import sections
 from diagnostics.scanning.scan import classify_stream
+from tests.diagnostics.classify.test_services import UP as VLLM_UP
 from tests.support.packs import both_paths, shipped_pack
 
 VLLM = [
@@ -42,6 +43,18 @@ def test_another_programs_ready_marker_in_its_own_file_does_not_clear_vllms_fail
     )
     # the same lines without the headers: one program's, up at the end
     assert classify_lines([*VLLM, *PROXY]).state is State.READY
+
+
+def test_a_second_vllm_servers_ready_marker_in_its_own_file_does_not_clear_the_first():
+    # a launcher's two servers, each writing its own file (held-out WD, stop 53): a
+    # finding keeps the file it was read under
+    lines = ["==> logs/a.log <==", *VLLM, "", "==> logs/b.log <==", *VLLM_UP]
+    diagnosis = both_paths(lines)
+    assert (diagnosis.rule, diagnosis.state) == (
+        "tensor-parallel-gpu-count",
+        State.FAILED_PERMANENT,
+    )
+    assert both_paths(["==> logs/b.log <==", *VLLM_UP]).state is State.READY
 
 
 def test_vllms_own_file_coming_back_up_is_ready():

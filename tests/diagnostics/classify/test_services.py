@@ -309,9 +309,9 @@ def test_a_service_named_for_vllm_is_vllms_though_its_tail_shows_no_vllm_line():
     assert not both_paths(renamed).failed
 
 
-# Two servers of one launcher, each in a file of its own shown under tail's headers, or
-# tagged by GNU parallel (--tag: the argument, a tab, the line): the second's ready
-# marker says nothing of the first's failure (held-out WD, stop 53).
+# Two servers of one launcher tagged by GNU parallel (--tag: the argument, a tab, the
+# line): the second's ready marker says nothing of the first's failure (held-out WD, stop
+# 53; each in a file of its own under tail's headers: test_sections.py).
 GATED = [
     "INFO 01-08 13:05:11 api_server.py:712] vLLM API server version 0.6.6.post1",
     "Traceback (most recent call last):",
@@ -329,14 +329,6 @@ UP = [
     "INFO:     Application startup complete.",
     "INFO:     Uvicorn running on http://127.0.0.1:9001 (Press CTRL+C to quit)",
 ]
-
-
-def test_a_file_under_tails_header_is_a_service_whose_ready_clears_no_other_failure():
-    lines = ["==> logs/mistral.log <==", *GATED, "", "==> logs/qwen.log <==", *UP]
-    diagnosis = both_paths(lines)
-    assert (str(diagnosis.category), diagnosis.state) == ("gated_model", State.FAILED_PERMANENT)
-    # one file alone that came up is up
-    assert both_paths(["==> logs/qwen.log <==", *UP]).state is State.READY
 
 
 def test_gnu_parallels_tags_are_services():
