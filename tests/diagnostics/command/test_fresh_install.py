@@ -4,7 +4,7 @@ A fresh install has no bytecode beside an editable or checked-out source when Py
 may not write it (``PYTHONDONTWRITEBYTECODE``, set on many machines and images), and
 an empty cache folder. The first run compiles the rule pack's databases and the
 package's bytecode into the cache; a second run must find all of it there and write
-nothing (no database compiled, no pack validated, no module compiled again), and must
+nothing (no database compiled, no pack validated, no module or pattern compiled again), and must
 still find it after other packs were stored in the same folder. Asserted on the cache's
 files and on what Python says it loaded (``PYTHONVERBOSE``), never on timing.
 """
@@ -87,6 +87,8 @@ def test_the_second_run_of_a_fresh_install_compiles_and_writes_nothing(installed
     hyperscan = [name for name in first if name.startswith("runpod-vllm-worker/hyperscan/")]
     assert any(name.endswith(".hsdb") for name in hyperscan)
     assert any(name.endswith(".pack") for name in hyperscan)
+    # The patterns the modules compiled at import, beside the databases (regexcache).
+    assert [name for name in first if name.startswith("runpod-vllm-worker/re/")]
     # The package's bytecode went to the cache folder, never beside the source.
     mirror = cache / "runpod-vllm-worker" / "bytecode" / site.relative_to(site.anchor)
     for module in ("pack/rules", "pack/dbcache", "scanning/scan", "classify/classifier"):
