@@ -2883,6 +2883,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    (
+        [
+            # vLLM's ShardedStateLoader (model_loader/loader.py, 0.4-0.6; sharded_state_loader.py
+            # after), run only for --load-format sharded_state, on an ordinary checkpoint
+            # (held-out WN): the load format chosen, not the model
+            "ValueError: Could not find checkpoint files '/models/llama/model-rank-0-part-*.safetensors', only pre-sharded checkpoints are currently supported!",
+        ],
+        "bad_config",
+        True,
+    ),
 ]
 
 

@@ -50,6 +50,8 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # the sharded-state loader's message on an ordinary checkpoint (held-out WN, stop 54)
+    "sharded-state-without-its-shards": "test_wordings.WORDINGS",
     # xFormers' not_supported_reasons (fmha/common.py) on a GPU below its kernels'
     # capability (held-out VG, stop 53)
     "xformers-gpu-too-old": "test_wordings.WORDINGS",
