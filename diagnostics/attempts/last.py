@@ -18,6 +18,7 @@ from types import MappingProxyType
 from diagnostics.attempts.decisive import before_any_start, decisive, left_by_a_step
 from diagnostics.classify.chosen import went_further
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
+from diagnostics.classify.services import TEST_ID
 from diagnostics.model import Category, Diagnosis, State
 from diagnostics.pack.matching import Regex
 from diagnostics.pack.rules import Pattern, RulePack
@@ -56,6 +57,19 @@ def is_attempt_line(line: str, pack: RulePack) -> bool:
 # not after the image's own failure before the start (an import's: what follows is its
 # consequence).
 _NOT_THE_FILES = frozenset({Category.OOM, Category.KV_CACHE, Category.CUDA_FAULT})
+
+
+# A test runner's id of a test it begins (services.TEST_ID): a start after it is that
+# test's own server.
+_TEST_ID = re.compile(rf"(?:^|[\s|]){TEST_ID}", re.MULTILINE)
+
+
+def another_test(text: str) -> bool:
+    """Whether ``text``, the lines between an attempt's failure and a later attempt, shows
+    a test runner beginning another test: the later attempt is that test's own server
+    (a test session starts one per test), not a retry of the failed start, so it answers
+    nothing (docs/diagnostics.md, "Several attempts in one log")."""
+    return _TEST_ID.search(text) is not None
 
 
 def _of_the_image(diagnosis: Diagnosis) -> bool:
@@ -245,6 +259,7 @@ def last_attempt_of_lines(
             started_before,
             lambda: (
                 evidence is not None
+                and not another_test("\n".join(lines[evidence.line : at]))
                 and went_further(reach(lines[: evidence.line]), reach(lines[at:]), category)
             ),
         )

@@ -24,7 +24,10 @@ fast path does not restart at a ready marker under a service's name
 (``==> vllm.out <==``; ``tail -f`` again each time another file grows): the lines after
 it are that file's, as a compose line is its service's (a proxy's "Uvicorn running" in
 ``litellm.out`` is not vLLM up). Whose such a line is shows only in a header above it,
-so ``diagnose`` reads a log with such headers line by line (``diagnostics.scanning.scan``)."""
+so ``diagnose`` reads a log with such headers line by line (``diagnostics.scanning.scan``).
+A test runner's id of the test it begins (pytest -v's ``tests/test_x.py::test_y``) is such
+a header too: a test session starts a server per test, and one test's server up is not
+another's failed start answered."""
 
 from __future__ import annotations
 
@@ -84,6 +87,12 @@ _VLLM_HEADER = re.compile(
 _LOGGER_FIELDS = re.compile(r"(?:[^|\n]{1,40}\| ){2,4}")
 # The header ``tail``/``head`` print before each file's lines when given several.
 SECTION = re.compile(r"^==> (?P<name>[^\n]{1,200}?) <==\s*$")
+# A test runner's id of the test it begins (pytest -v's "tests/test_x.py::test_y[param]"
+# at a line's start, the test's own output after it): what follows is that test's, as a
+# file's lines under tail's header are the file's. A test session starts a server per
+# test (or per module): one test's server up says nothing of another's failed start.
+TEST_ID = r"[\w./-]*test\w*\.py::[A-Za-z_][^\s]{0,200}"
+_TEST_LINE = re.compile(_TIME + rf"\s*(?P<name>{TEST_ID})")
 
 
 class Services:
@@ -102,6 +111,8 @@ class Services:
             if _stem(self.section) in {_stem(name) for name in self.vllm}:
                 self.vllm.add(self.section)  # the same program's other stream (job.err)
             return False
+        if ".py::" in line and (test := _TEST_LINE.match(line)):
+            self.section = test.group("name")  # the test's own lines follow (its server's)
         if (ended := _COMPOSE_EXIT.match(line)) is not None:  # another service's exit
             name = ended.group("name")
             return bool(self.vllm) and name not in self.vllm and not _for_vllm(name)

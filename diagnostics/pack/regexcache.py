@@ -106,9 +106,9 @@ def encoded(keys: list[CacheKey]) -> bytes | None:
             for name, index in groupindex.items():
                 indexgroup[index] = name
             code = [int(word) for word in _compiler._code(parsed, flags)]
-            compiled = int(flags | state.flags)
+            flags, compiled = int(flags), int(flags | state.flags)
             groups = state.groups - 1
-            stored.append((pattern, int(flags), compiled, code, groups, groupindex, tuple(indexgroup)))
+            stored.append((pattern, flags, compiled, code, groups, groupindex, tuple(indexgroup)))
         return marshal.dumps((_FORMAT, stored))
     except Exception:  # re's internals differ here: nothing is cached
         return None

@@ -12,20 +12,25 @@ import re
 
 from diagnostics.attempts.lines import classify_lines
 from diagnostics.classify.classifier import Classifier
-from diagnostics.classify.services import SECTION
+from diagnostics.classify.services import SECTION, TEST_ID
 from diagnostics.formats.streams import LineSplitter, Reader
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 
-# A header at the start of a line of the first 64 kB: services.SECTION, in bytes.
+# A header at the start of a line of the first 64 kB: services.SECTION, in bytes; a
+# test runner's id of a test it begins (services.TEST_ID, after a time at most).
 _HEADER = re.compile(SECTION.pattern.encode(), re.MULTILINE)
+_TEST_LINE = re.compile(rb"^(?:[\d:.TZ+-]{8,40}\s+)?" + TEST_ID.encode(), re.MULTILINE)
 WHOLE_UP_TO = 32 << 20
 
 
 def sectioned(first: bytes) -> bool:
-    """Whether the first block holds a ``tail``/``head`` header (a cheap test first)."""
+    """Whether the first block holds a ``tail``/``head`` header or a test runner's id of
+    a test it begins (a cheap test first)."""
     head = first[:65536]
-    return b"==> " in head and _HEADER.search(head) is not None
+    if b"==> " in head and _HEADER.search(head) is not None:
+        return True
+    return b".py::" in head and _TEST_LINE.search(head) is not None
 
 
 def classify_sections(first: bytes, reader: Reader, pack: RulePack, block_size: int) -> Diagnosis:

@@ -116,3 +116,45 @@ def test_a_jobs_stderr_file_is_vllms_as_its_stdout_file_is():
     other = ["==> slurm-5519302.out <==", *out, "", "==> monitor.log <==", *err]
     verdict = classify_stream(io.BytesIO("\n".join(other).encode()), shipped_pack())
     assert verdict.rule == "process-sigkilled"
+
+
+# A test session (pytest -v) starting a server per test: each test's id begins its lines,
+# as tail's header a file's (held-out WB, stop 54: vLLM's own CI, one test's server out of
+# KV cache memory, the next test's up; the CI's exit line, "Process completed with exit
+# code 1", after it).
+FIRST_TEST = "tests/serving/test_long_context.py::test_needle_128k[llama] Launching server"
+SECOND_TEST = "tests/serving/test_long_context.py::test_needle_32k[llama] Launching server"
+SUMMARY = [
+    "FAILED tests/serving/test_long_context.py::test_needle_128k[llama] - RuntimeError: "
+    "Server exited unexpectedly.",
+    "============== 1 failed, 1 passed in 171.92s (0:02:51) ==============",
+    "##[error]Process completed with exit code 1.",
+]
+
+
+@pytest.mark.parametrize("timed", [False, True], ids=["plain", "timestamped"])
+def test_another_tests_server_up_does_not_answer_a_tests_failed_start(timed):
+    stamp = "2025-06-18T11:03:00.1234567Z " if timed else ""
+    lines = [
+        "============================= test session starts ==============================",
+        FIRST_TEST,
+        *VLLM,
+        "FAILED",
+        SECOND_TEST,
+        *VLLM_UP,
+        "PASSED",
+        *SUMMARY,
+    ]
+    diagnosis = both_paths([stamp + line for line in lines])
+    assert (diagnosis.rule, diagnosis.state) == (
+        "tensor-parallel-gpu-count",
+        State.FAILED_PERMANENT,
+    )
+    # the next test's server still loading when the paste ends: no answer either
+    loading = [*VLLM_UP[:1], "Loading safetensors checkpoint shards:  25% Completed | 1/4"]
+    cut = both_paths([stamp + line for line in [*lines[: 3 + len(VLLM)], SECOND_TEST, *loading]])
+    assert (cut.rule, cut.state) == ("tensor-parallel-gpu-count", State.FAILED_PERMANENT)
+    # one test's server failing, then coming up in the same test (a retry of its own):
+    # the start answered
+    retried = both_paths([FIRST_TEST, *VLLM, *VLLM_UP, "PASSED"])
+    assert retried.state is State.READY
