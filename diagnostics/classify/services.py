@@ -210,6 +210,10 @@ def _access_line() -> re.Pattern[str]:
         r"|(?i:\bvllm server\b.{0,40}?\b(?:can't|cannot|could not|couldn't) be reached"
         r"|\b(?:can't|cannot|could not|couldn't|failed to|unable to) (?:reach|connect to)"
         r" (?:the )?vllm server\b)"
+        # vLLM's request logger (entrypoints/logger.py: "Received request %s: prompt: %r,
+        # params: ...", "Generated response %s: output: %r"): a client's prompt or the
+        # model's answer quoted, any words in them (a user asking about a "CUDA error")
+        r"|\bReceived request \S+: prompt: |\bGenerated response \S+: output: "
     )
 
 
@@ -229,10 +233,13 @@ def access_line(text: str) -> bool:
     """Whether ``text`` (normalised) is an HTTP server's access line, or a client's log of
     its request to an OpenAI-style server (or of its failure to reach one): the status in
     it is the server's answer to a client (vLLM's API server, a proxy beside it), never a
-    cause of a failed start (a hub's 401 or 404 reads the same words)."""
+    cause of a failed start (a hub's 401 or 404 reads the same words); or vLLM's log of a
+    request's prompt or a response's output, which quote what clients and the model wrote."""
     return (
         '" ' in text
         or "HTTP Request: " in text
         or "Max retries exceeded with url: /" in text
         or "llm server" in text.lower()  # the pattern reads these words in any case
+        or "Received request " in text
+        or "Generated response " in text
     ) and _access_line().search(text) is not None

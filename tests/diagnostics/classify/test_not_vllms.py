@@ -1,8 +1,9 @@
 """Lines that are not vLLM's own and say nothing of its start: a client's words that
 vLLM's server could not be reached (a consequence, never the hub: held-out MV's trainer
 that gave up before `trl vllm-serve` was up), and a Ray daemon's error forwarded to the
-driver's console (Ray's disk filling, not vLLM's error: MV's rollout still loading).
-Both paths."""
+driver's console (Ray's disk filling, not vLLM's error: MV's rollout still loading), and
+vLLM's request logger quoting a client's prompt or the model's answer (held-out WO: a
+user asking about a "CUDA error: out of memory" in a prompt). Both paths."""
 
 from __future__ import annotations
 
@@ -52,3 +53,26 @@ def test_a_ray_daemons_error_is_not_vllms():
     assert daemon.state in (State.STARTING, State.LOADING), daemon.rule
     # the same error in the driver's own process is an error the start ended on
     assert both_paths([*LOADING, DAEMON_ERROR]).rule == "log-ends-after-error"
+
+
+PROMPT = (
+    "INFO 08-19 09:14:02 logger.py:36] Received request chat-5f0c1e7a: prompt: '<|begin_of_"
+    'text|>user\\n\\nWhy does my job print "RuntimeError: CUDA error: out of memory" and then '
+    '"Killed"? Traceback (most recent call last):\\n  File "train.py", line 88\\n'
+    "OSError: [Errno 28] No space left on device', params: SamplingParams(n=1, "
+    "temperature=0.7, max_tokens=1024), prompt_token_ids: [128000, 128006], lora_request: None."
+)
+ANSWER = (
+    "INFO 08-19 09:14:12 [logger.py:71] Generated response chat-5f0c1e7a: output: 'Your GPU "
+    "ran out: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB', "
+    "output_token_ids: [791, 22134], finish_reason: stop"
+)
+
+
+def test_a_logged_prompt_or_answer_is_a_clients_words_not_vllms():
+    for line in (PROMPT, ANSWER):
+        assert both_paths([*READY, line]).state is State.READY
+        # under way too: the words quoted name no cause of the start
+        assert both_paths([*LOADING, line]).state in (State.STARTING, State.LOADING)
+    # the same error printed by vLLM itself still is one
+    assert both_paths([*READY, "torch.OutOfMemoryError: CUDA out of memory."]).failed
