@@ -62,19 +62,24 @@ def before_any_start(diagnosis: Diagnosis, pack: RulePack) -> bool:
 
 # What no step that fetches, converts or copies files fails on (an earlier attempt's).
 _NOT_A_STEP = _ITS_OWN | {Category.CUDA_FAULT}
+# What an install step fails on (pip: its index or a git host unreachable, its own error);
+# a hub's refusal or a missing repo leaves no package out.
+_INSTALLING = frozenset({Category.NETWORK, Category.OTHER})
 
 
 _LOCAL = re.compile(r"""(?:^|[\s'"`(])(?:/|\./|~/)[\w.-]""")
 
 
 def may_be_left(verdict: Diagnosis, pack: RulePack) -> bool:
-    """Whether ``verdict`` is a failure the model's files can cause: no model in a local
-    folder, or a rule's ``of_the_files`` (weights missing, cut or half converted)."""
+    """Whether ``verdict`` is a failure a step above vLLM's start can leave: no model in a
+    local folder, a rule's ``of_the_files`` (weights missing, cut or half converted) or
+    ``of_the_packages`` (what a start script's install was to add to the image: a module,
+    a transformers that knows the model's type)."""
     evidence = verdict.evidence
     if verdict.category is Category.MODEL_NOT_FOUND:
         return evidence is not None and bool(_LOCAL.search(evidence.text))
     rule = pack.verdicts_rule(verdict.rule)
-    return rule is not None and rule.of_the_files
+    return rule is not None and (rule.of_the_files or rule.of_the_packages)
 
 
 def left_by_a_step(
@@ -92,6 +97,11 @@ def left_by_a_step(
     step = before()
     if not decisive(step, pack) or step.evidence is None or warned(step.evidence.text):
         return verdict
-    if verdict.category is not Category.MODEL_NOT_FOUND and step.category in _NOT_A_STEP:
-        return verdict
+    if verdict.category is Category.MODEL_NOT_FOUND:
+        return step
+    rule = pack.verdicts_rule(verdict.rule)
+    if step.category in _NOT_A_STEP or (
+        rule is not None and not rule.of_the_files and step.category not in _INSTALLING
+    ):
+        return verdict  # (what the image lacks: only an install step's failure leaves it)
     return step

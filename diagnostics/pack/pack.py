@@ -120,6 +120,9 @@ class Rule(NamedTuple):
     # what the model's files can cause (missing, cut or half-converted weights): a step
     # above vLLM's start that was to fetch, convert or copy them and failed is its cause
     of_the_files: bool = False
+    # what the image's packages lack (a module, a model type its transformers does not
+    # know): a step above vLLM's start that was to install them and failed is its cause
+    of_the_packages: bool = False
     # only an engine that runs prints it (a kernel's fault, a communicator's): above the
     # first start a paste shows, an earlier attempt's whose start was cut, not a step's
     engine_only: bool = False

@@ -24,7 +24,7 @@ from diagnostics.pack.templates import check_template
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "category", "permanent", "patterns", "cause", "fix")
-_MARKS = ("generic", "of_the_files", "engine_only")  # a rule's true-or-false fields
+_MARKS = ("generic", "of_the_files", "of_the_packages", "engine_only")  # true-or-false
 _OPTIONAL = {"when", "defaults", "note", "transient_if", "kind", "message_lines", *_MARKS}
 _RULE_KEYS = {*_REQUIRED, *_OPTIONAL}
 _WHEN_KEYS = {"traceback_through", "after", "before_ready", "until_progress", "anywhere"}
@@ -295,5 +295,6 @@ def _rule(raw: object, file: str, index: int, priority: int, known: _Known = _UN
         kind=kind,
         message_lines=lines,
         of_the_files=marks["of_the_files"],
+        of_the_packages=marks["of_the_packages"],
         engine_only=marks["engine_only"],
     )

@@ -272,6 +272,35 @@ def test_weights_a_failed_download_step_left_are_its_failure(fetch, left):
     assert alone.permanent is True and str(alone.category) != "network"
 
 
+# A start script's install above vLLM's start that could not fetch its package (pip
+# through git: the host unresolved), then what vLLM misses of it (rules marked
+# of_the_packages; held-out WT, stop 54: a newer transformers for Qwen2.5-VL)
+INSTALL = [
+    '+ pip install "git+https://github.com/huggingface/transformers@336dc69"',
+    "  fatal: unable to access 'https://github.com/huggingface/transformers/': Could not "
+    "resolve host: github.com",
+    "  error: subprocess-exited-with-error",
+    "+ exec vllm serve Qwen/Qwen2.5-VL-7B-Instruct",
+]
+LEFT_OUT_OF_THE_IMAGE = [
+    "ValueError: The checkpoint you are trying to load has model type `qwen2_5_vl` but "
+    "Transformers does not recognize this architecture. This could be because of an issue "
+    "with the checkpoint, or because your version of Transformers is out of date.",
+    "ModuleNotFoundError: No module named 'qwen_vl_utils'",
+]
+
+
+@pytest.mark.parametrize("left", LEFT_OUT_OF_THE_IMAGE)
+def test_what_a_failed_install_step_left_out_of_the_image_is_its_failure(left):
+    """The install's network is the cause, transient; the same failure with no step
+    failing above stands: the image lacks it."""
+    diagnosis = verdict([*INSTALL, BANNER, left])
+    assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
+    assert diagnosis.evidence is not None and diagnosis.evidence.line == 2
+    alone = verdict([INSTALL[-1], BANNER, left])
+    assert alone.permanent is True and str(alone.category) != "network"
+
+
 def test_weights_missing_after_an_earlier_attempts_own_failure_stand():
     """What only a vLLM process fails on (its KV cache: an earlier attempt's, whose start
     the paste cut) left no files out: the checkpoint's failure stands."""
