@@ -24,12 +24,14 @@ request handler, an ERROR line about a model name the server does not know. With
 ready marker, line by line it is a failed start of no named cause (an exception family, a
 bare exception, the log's shape, a message judged by the catalogue or by where it was
 raised). When vLLM's serving lines follow that error in the log's last lines, with no
-start between them, vLLM served on after it: the server is up (:func:`served_after`). A
-named cause, a consequence (an engine that died) or an error after the last serving
-line stays a failure."""
+start between them, vLLM served on after it: the server is up (:func:`served_after`); so
+is an error a request handler logged after serving lines (a request refused, the last
+thing the paste kept). A named cause, a consequence (an engine that died) or another
+error after the last serving line stays a failure."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 
 from diagnostics.classify.linereading import hit_ids
@@ -54,15 +56,30 @@ def serving(lines: Sequence[str], pack: RulePack) -> bool:
 def served_after(evidence: Evidence, tail: Sequence[str], pack: RulePack) -> bool:
     """Whether the ``evidence`` line is among ``tail`` (a log's last lines, raw) and
     vLLM's serving lines come after it, with no start under way between them: a
-    request's error in a server at work."""
-    served = False
+    request's error in a server at work. An error a request handler raised or logged
+    (the OpenAI server's ``serving_chat.py``, ``serving_engine.py``..., in its log
+    header or its traceback's frames, between the error and the serving lines above it)
+    may also come last: serving lines before it, with no start between, show the server
+    at work too (a request refused for its length, the last thing a paste kept)."""
+    served, found, handler = False, False, False
     for _at, line, mark in marked(tail, pack):
-        if clean_raw(line) == evidence.text:
-            return served
-        if mark is _UNDER_WAY:
+        if not found and clean_raw(line) == evidence.text:
+            if served:
+                return True
+            found = True
+        elif mark is _UNDER_WAY:
             return False
+        elif mark is _SERVING and found:
+            return handler
         served = served or mark is _SERVING
+        handler = handler or (found and _REQUEST_HANDLER.search(line) is not None)
     return False  # the error is above the lines read: not known to be followed
+
+
+# The OpenAI server's request handlers (serving_chat.py, serving_completion.py,
+# serving_engine.py, serving_embedding.py...), as a log header or a traceback frame names
+# them.
+_REQUEST_HANDLER = re.compile(r"\bserving_\w+\.py\b")
 
 
 _SERVING, _UNDER_WAY = "serving", "under way"
