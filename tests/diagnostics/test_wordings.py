@@ -2893,6 +2893,18 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    (
+        [
+            # a repository's own tokenizer code broken by transformers 4.34+ (ChatGLM's,
+            # Baichuan's), its frames lost in Triton's status table (held-out WS)
+            "INFO 05-09 06:22:49 llm_engine.py:98] Initializing an LLM engine (v0.4.0.post1) "
+            "with config: model='THUDM/chatglm3-6b', trust_remote_code=True, dtype=torch.float16",
+            "E0509 06:22:50.816861 1 model_lifecycle.cc:630] failed to load 'chatglm3' version "
+            "1: Internal: AttributeError: 'ChatGLMTokenizer' object has no attribute 'tokenizer'",
+        ],
+        "remote_code",
+        True,
+    ),
 ]
 
 
@@ -2986,3 +2998,16 @@ def test_a_ray_get_timing_out_elsewhere_is_not_the_placement_group():
     ]
     diagnosis = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
     assert diagnosis.rule != "placement-group-timed-out"
+
+
+def test_a_tokenizers_missing_attribute_is_the_repositorys_code_only_when_it_runs():
+    """'X' object has no attribute 'y' on a tokenizer reads as the repository's code only
+    where the start runs it (trust_remote_code, transformers_modules), and before ready."""
+    error = "AttributeError: 'ChatGLMTokenizer' object has no attribute 'tokenizer'"
+    shown = "INFO 05-09 06:22:49 llm_engine.py:98] config: trust_remote_code=True"
+    ran = classify_stream(io.BytesIO(f"{shown}\n{error}".encode()), PACK)
+    assert (ran.rule, ran.permanent) == ("remote-code-tokenizer-broken", True)
+    alone = classify_stream(io.BytesIO(error.encode()), PACK)
+    assert alone.rule != "remote-code-tokenizer-broken"
+    served = [shown, "INFO:     Application startup complete.", error]
+    assert classify_stream(io.BytesIO("\n".join(served).encode()), PACK).state is State.READY

@@ -50,6 +50,9 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # a repository's tokenizer code broken by a newer transformers (held-out WS, stop 54;
+    # 193 reconstructed logs, whose frames provenance read before)
+    "remote-code-tokenizer-broken": "test_wordings.WORDINGS",
     # the sharded-state loader's message on an ordinary checkpoint (held-out WN, stop 54)
     "sharded-state-without-its-shards": "test_wordings.WORDINGS",
     # xFormers' not_supported_reasons (fmha/common.py) on a GPU below its kernels'

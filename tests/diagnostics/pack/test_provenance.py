@@ -252,7 +252,8 @@ def test_an_error_raised_in_the_repositorys_own_code_is_remote_code_and_permanen
     # Raised in transformers, called by the repository's code: an AttributeError or
     # TypeError there is the library rejecting the call (an API that changed), so the
     # repository's code fits another version: remote_code, permanent, named where raised.
-    called = [*lines[:4], "AttributeError: 'GLMTokenizer' object has no attribute 'sp'"]
+    # (an object other than a tokenizer: a tokenizer's own is remote-code-tokenizer-broken)
+    called = [*lines[:4], "AttributeError: 'GLMProcessor' object has no attribute 'sp'"]
     diagnosis = classify_lines(called, pack)
     assert (str(diagnosis.category), diagnosis.state) == ("remote_code", State.FAILED_PERMANENT)
     assert "transformers/tokenization_utils.py (__init__), called by the model" in (
