@@ -2905,6 +2905,29 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "remote_code",
         True,
     ),
+    (
+        [
+            # KServe's storage initializer finding nothing under the model's S3 prefix
+            # (kserve/storage/storage.py; held-out WT)
+            "RuntimeError: Failed to fetch model. No model found in llama-3-8b-instruct/.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            # the container's start script under set -u, a variable the endpoint never
+            # set (held-out WT): the same script fails every restart
+            "/opt/scripts/start.sh: line 17: SERVED_MODEL_NAME: unbound variable",
+        ],
+        "other",
+        True,
+    ),
+    (
+        ["/entrypoint.sh: line 4: syntax error near unexpected token `fi'"],
+        "other",
+        True,
+    ),
 ]
 
 

@@ -50,6 +50,8 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # the shell's report of the start script's own error (held-out WT, stop 54)
+    "start-script-error": "test_wordings.WORDINGS",
     # a repository's tokenizer code broken by a newer transformers (held-out WS, stop 54;
     # 193 reconstructed logs, whose frames provenance read before)
     "remote-code-tokenizer-broken": "test_wordings.WORDINGS",
