@@ -3034,3 +3034,17 @@ def test_a_tokenizers_missing_attribute_is_the_repositorys_code_only_when_it_run
     assert alone.rule != "remote-code-tokenizer-broken"
     served = [shown, "INFO:     Application startup complete.", error]
     assert classify_stream(io.BytesIO("\n".join(served).encode()), PACK).state is State.READY
+
+
+def test_a_persons_words_about_a_cuda_error_are_not_one():
+    """The runtime's words have a colon, a code, a quoted reason or the source's place
+    after "CUDA error"; a sentence about one (held-out WO) has none of them."""
+    said = "not a CUDA error this time, it dies before touching the GPU:"
+    assert classify_stream(io.BytesIO(said.encode()), PACK).category is None
+    for printed in (
+        "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:307 'invalid argument'",
+        "CUDA error 700 at /src/kernel.cu:41",
+        "Cuda failure 'out of memory'",
+    ):
+        diagnosis = classify_stream(io.BytesIO(printed.encode()), PACK)
+        assert diagnosis.category is not None and diagnosis.failed, printed
