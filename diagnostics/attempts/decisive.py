@@ -55,9 +55,17 @@ _ITS_OWN = frozenset({Category.OOM, Category.KV_CACHE, Category.BAD_CONFIG, Cate
 
 def before_any_start(diagnosis: Diagnosis, pack: RulePack) -> bool:
     """Whether a failure may come before vLLM announced any start (a download step's, an
-    import's, the platform's detection): it stands when no attempt began before it."""
+    import's, the platform's detection): it stands when no attempt began before it. Not
+    one a person quotes in Markdown's backticks ("Because of `GatedRepoError: 401 ...`
+    I downloaded it elsewhere"): an earlier run's, told above the log it led to."""
     rule = pack.verdicts_rule(diagnosis.rule)
+    if diagnosis.evidence is not None and _QUOTED.search(diagnosis.evidence.text):
+        return False
     return diagnosis.category not in _ITS_OWN and not (rule is not None and rule.engine_only)
+
+
+# An exception named in backticks, as a person quotes one in a sentence.
+_QUOTED = re.compile(r"`(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 
 
 # What no step that fetches, converts or copies files fails on (an earlier attempt's).

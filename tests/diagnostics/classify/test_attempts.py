@@ -355,3 +355,23 @@ def test_the_hub_answering_a_later_attempt_ends_an_earlier_network_failure():
         "RuntimeError: Cannot find any model weights with `org/m`",
     ):
         assert str(verdict(["first try:", timeout, BANNER, empty]).category) == "network"
+
+
+def test_a_failure_a_person_quotes_above_the_log_is_an_earlier_runs():
+    """An exception named in backticks in a sentence above the log (held-out WW, stop 54:
+    the hub's refusal that made the user copy the model over, then the log of the run
+    offline) is an earlier run's: the pasted run's own cause decides. The same words
+    alone, with no run after them, are the report."""
+    told = (
+        "Because of `GatedRepoError: 401 Client Error. Cannot access gated repo for url "
+        "https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json` in the "
+        "cluster, I copied the cache over and run with HF_HUB_OFFLINE=1. Still fails:"
+    )
+    offline = (
+        "OSError: We couldn't connect to 'https://huggingface.co' to load this file, "
+        "couldn't find it in the cached files and it looks like meta-llama/Llama-3.1-8B "
+        "is not the path to a directory containing a file named config.json."
+    )
+    diagnosis = verdict([told, "", BANNER, "HF_HUB_OFFLINE=1", offline])
+    assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
+    assert str(verdict([told]).category) == "gated_model"
