@@ -18,7 +18,7 @@ from types import MappingProxyType
 from diagnostics.attempts.decisive import before_any_start, decisive, left_by_a_step
 from diagnostics.classify.chosen import went_further
 from diagnostics.classify.normalize import OWN_PREFIX, normalize
-from diagnostics.classify.services import TEST_ID
+from diagnostics.classify.services import TEST_LINE
 from diagnostics.model import Category, Diagnosis, State
 from diagnostics.pack.matching import Regex
 from diagnostics.pack.rules import Pattern, RulePack
@@ -59,9 +59,9 @@ def is_attempt_line(line: str, pack: RulePack) -> bool:
 _NOT_THE_FILES = frozenset({Category.OOM, Category.KV_CACHE, Category.CUDA_FAULT})
 
 
-# A test runner's id of a test it begins (services.TEST_ID): a start after it is that
-# test's own server.
-_TEST_ID = re.compile(rf"(?:^|[\s|]){TEST_ID}", re.MULTILINE)
+# A test runner's id of a test it begins, at a line's start (services.TEST_LINE): a start
+# after it is that test's own server.
+_TEST_LINE = re.compile(f"^{TEST_LINE}", re.MULTILINE)
 
 
 def another_test(text: str) -> bool:
@@ -69,7 +69,7 @@ def another_test(text: str) -> bool:
     a test runner beginning another test: the later attempt is that test's own server
     (a test session starts one per test), not a retry of the failed start, so it answers
     nothing (docs/diagnostics.md, "Several attempts in one log")."""
-    return _TEST_ID.search(text) is not None
+    return _TEST_LINE.search(text) is not None
 
 
 def _of_the_image(diagnosis: Diagnosis) -> bool:

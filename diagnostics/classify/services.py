@@ -91,8 +91,10 @@ SECTION = re.compile(r"^==> (?P<name>[^\n]{1,200}?) <==\s*$")
 # at a line's start, the test's own output after it): what follows is that test's, as a
 # file's lines under tail's header are the file's. A test session starts a server per
 # test (or per module): one test's server up says nothing of another's failed start.
+# TEST_LINE: such a line's start, after a time at most (read at a line's start).
 TEST_ID = r"[\w./-]*test\w*\.py::[A-Za-z_][^\s]{0,200}"
-_TEST_LINE = re.compile(_TIME + rf"\s*(?P<name>{TEST_ID})")
+TEST_LINE = _TIME + rf"\s*(?P<name>{TEST_ID})"
+_TEST_LINE = re.compile(TEST_LINE)
 
 
 class Services:

@@ -12,15 +12,15 @@ import re
 
 from diagnostics.attempts.lines import classify_lines
 from diagnostics.classify.classifier import Classifier
-from diagnostics.classify.services import SECTION, TEST_ID
+from diagnostics.classify.services import SECTION, TEST_LINE
 from diagnostics.formats.streams import LineSplitter, Reader
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack
 
 # A header at the start of a line of the first 64 kB: services.SECTION, in bytes; a
-# test runner's id of a test it begins (services.TEST_ID, after a time at most).
+# test runner's id of a test it begins (services.TEST_LINE), as the classifier reads it.
 _HEADER = re.compile(SECTION.pattern.encode(), re.MULTILINE)
-_TEST_LINE = re.compile(rb"^(?:[\d:.TZ+-]{8,40}\s+)?" + TEST_ID.encode(), re.MULTILINE)
+_TEST_LINE = re.compile(f"^{TEST_LINE}".encode(), re.MULTILINE)
 WHOLE_UP_TO = 32 << 20
 
 
