@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from diagnostics.classify.normalize import wrapped_at_width
 from diagnostics.classify.progress import Origin, Progress, warned
+from diagnostics.classify.told import told
 from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
 from diagnostics.model import State
 from diagnostics.pack.pack import claim_rank
@@ -58,10 +59,16 @@ class Hit(NamedTuple):
     header: bool = False  # read from an IPython header (the class only, before the frames)
     phase: State | None = None  # the start's phase when it was found
     service: str | None = None  # the service (or tail's file) it was read under
+    told: bool = False  # inside a message a person's sentence quotes (classify.told)
 
     @property
-    def key(self) -> tuple[int, int, int]:
-        return (self.rule.rank, self.at, self.rule.priority)
+    def key(self) -> tuple[int, int, int, int]:
+        # a told cause or structure after the output's, before a consequence or a shape
+        level = 2 if self.rule.kind in _SAYS_LESS else 1 if self.told else 0
+        return (level, self.rule.rank, self.at, self.rule.priority)
+
+
+_SAYS_LESS = frozenset({"consequence", "shape"})
 
 
 class Raising:
@@ -161,9 +168,9 @@ class Findings:
         if not header and rule.kind == "structure" and logged_repr(text, clean):
             # its repr stands for the exception line of the traceback it announces
             header, chain = True, chain + 1
-        hit = Hit(
-            rule, line, stored(clean), stored(text), [], chain, origin, at, header, *progress.where
-        )
+        said = "`" in text and told(rule.patterns, text)
+        hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header)
+        hit = hit._replace(phase=progress.where[0], service=progress.where[1], told=said)
         if rule.before_ready and progress.phase is State.READY:
             # A bare error after ready (a failed request) is not the end of vLLM; it
             # only names the cause once vLLM exited.
@@ -206,7 +213,7 @@ class Findings:
         """The rank a finding must beat to change the verdict (None: no finding yet); an
         IPython header's reading stands until its traceback's exception line, of the
         same rank, comes, and a code line's until the exception line it raised."""
-        if self.best is None:
+        if self.best is None or self.best.told:  # (told: any line may beat it)
             return None
         pending = self.best.header or self.best is self._raising.code
         return self.best.rule.rank + (1 if pending else 0)
