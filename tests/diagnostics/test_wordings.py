@@ -2928,6 +2928,24 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # A platform's reason for a container's end in its own format (Vertex AI's protobuf
+    # text, a key=value record, kubectl describe's aligned column), and its exit code as
+    # a record's field (held-out XH): the memory limit; a code 137 alone, a kill.
+    (
+        [
+            "Model server terminated: model server container terminated: exit_code: 137 "
+            'reason: "OOMKilled" started_at { seconds: 1724231640 }'
+        ],
+        "oom",
+        True,
+    ),
+    (["container=vllm reason=OOMKilled exit_code=137"], "oom", True),
+    (["      Reason:       OOMKilled"], "oom", True),
+    (
+        ["Model server terminated: model server container terminated: exit_code: 137"],
+        "other",
+        False,
+    ),
 ]
 
 
