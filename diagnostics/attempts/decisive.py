@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from diagnostics.classify.progress import warned
 from diagnostics.model import Category, Diagnosis
+from diagnostics.pack.catalogue import load_catalogue
 from diagnostics.pack.rules import RulePack
 
 # Verdicts an attempt's own cause gives (not a consequence, a shape or a bare exit: a
@@ -57,11 +58,22 @@ def before_any_start(diagnosis: Diagnosis, pack: RulePack) -> bool:
     """Whether a failure may come before vLLM announced any start (a download step's, an
     import's, the platform's detection): it stands when no attempt began before it. Not
     one a person quotes in Markdown's backticks ("Because of `GatedRepoError: 401 ...`
-    I downloaded it elsewhere"): an earlier run's, told above the log it led to."""
+    I downloaded it elsewhere"): an earlier run's, told above the log it led to; nor a
+    message only vLLM's own code prints (:func:`_vllms_own`)."""
     rule = pack.verdicts_rule(diagnosis.rule)
-    if diagnosis.evidence is not None and _QUOTED.search(diagnosis.evidence.text):
+    evidence = diagnosis.evidence
+    if evidence is not None and (_QUOTED.search(evidence.text) or _vllms_own(evidence.text)):
         return False
     return diagnosis.category not in _ITS_OWN and not (rule is not None and rule.engine_only)
+
+
+def _vllms_own(text: str) -> bool:
+    """Whether ``text`` holds a message only vLLM's own code prints (the catalogue's,
+    mined from vLLM's sources): no step before its start (a download's, a conversion's,
+    an install's) prints it, so above the first start a log shows it is an earlier
+    attempt's ("On 0.3.3 I was getting <vLLM's ValueError>, so I upgraded: <the log>")."""
+    found = load_catalogue().lookup(text)
+    return found is not None and found.entry.file.startswith("vllm/")
 
 
 # An exception named in backticks, as a person quotes one in a sentence.

@@ -375,3 +375,25 @@ def test_a_failure_a_person_quotes_above_the_log_is_an_earlier_runs():
     diagnosis = verdict([told, "", BANNER, "HF_HUB_OFFLINE=1", offline])
     assert (str(diagnosis.category), diagnosis.permanent) == ("network", False)
     assert str(verdict([told]).category) == "gated_model"
+
+
+def test_a_message_only_vllm_prints_above_the_first_start_is_an_earlier_attempts():
+    """vLLM's own message (catalogued from vLLM's sources) above the first start a log
+    shows is no step's (held-out WW: "On 0.3.3 I was getting <the registry's ValueError>,
+    so I upgraded. Now it's something else:"): the attempt below decides. A message a
+    step prints too (the hub's, transformers') keeps standing as the step's failure."""
+    earlier = (
+        "ValueError: Model architectures ['InternLM2ForCausalLM'] are not supported for now. "
+        "Supported architectures: ['LlamaForCausalLM', 'MistralForCausalLM']"
+    )
+    lines = ["On 0.3.3 I was getting", "", earlier, "", "Now it's something else:", BANNER]
+    diagnosis = verdict([*lines, "Traceback (most recent call last):", HEADS])
+    assert (str(diagnosis.category), diagnosis.evidence.line) == ("bad_config", 8)
+    # the same shape with the hub's refusal above: the step's failure stands
+    refused = (
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo "
+        "for url https://huggingface.co/org/m/resolve/main/config.json."
+    )
+    lines[2] = refused
+    diagnosis = verdict([*lines, "Traceback (most recent call last):", HEADS])
+    assert (str(diagnosis.category), diagnosis.evidence.line) == ("gated_model", 3)
