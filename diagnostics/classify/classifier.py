@@ -197,7 +197,7 @@ class Classifier:
         ready, done = state is State.READY, bool(groups.get("engine_done"))
         if ready and self._progress.left:
             return None  # vLLM's program ended before: another program's server is up
-        _outgrow(self.findings, state)
+        _outgrow(self.findings, state, groups.get("downloaded"))
         if not self.findings.outlived(ready, done, self._services.apart):
             return None  # another vLLM service is up: this one's failure stands
         return self._progress.enter(name)
@@ -226,9 +226,10 @@ def following(classifier: Classifier) -> Classifier:
     return later
 
 
-def _outgrow(findings: Findings, state: State | None) -> None:
-    """The start entered ``state``: forget the best finding if it outgrew it."""
-    if findings.best is not None and outgrown(findings.best, state):
+def _outgrow(findings: Findings, state: State | None, bar: str | None) -> None:
+    """The start entered ``state`` (a download bar at ``bar`` percent): forget the best
+    finding if it outgrew it."""
+    if findings.best is not None and outgrown(findings.best, state, bar):
         findings.clear()
 
 

@@ -60,6 +60,7 @@ class Hit(NamedTuple):
     phase: State | None = None  # the start's phase when it was found
     service: str | None = None  # the service (or tail's file) it was read under
     told: bool = False  # inside a message a person's sentence quotes (classify.told)
+    bar: int = -1  # how far the last download bar had got (its percent), if one showed
 
     @property
     def key(self) -> tuple[int, int, int, int]:
@@ -170,7 +171,8 @@ class Findings:
             header, chain = True, chain + 1
         said = "`" in text and told(rule.patterns, text)
         hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header)
-        hit = hit._replace(phase=progress.where[0], service=progress.where[1], told=said)
+        phase, service, bar = progress.where
+        hit = hit._replace(phase=phase, service=service, told=said, bar=bar)
         if rule.before_ready and progress.phase is State.READY:
             # A bare error after ready (a failed request) is not the end of vLLM; it
             # only names the cause once vLLM exited.

@@ -537,3 +537,19 @@ def test_a_warnings_socket_words_the_start_went_on_after_are_forgotten():
     lines = [*before, RETRIED, *filler, SHARD]
     by_file = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK, block_size=4096)
     assert by_file.state is State.DOWNLOADING
+
+
+def test_the_socket_words_then_the_same_files_bar_past_them_are_forgotten():
+    """The socket's words printed without a level (huggingface_hub's own handler), then
+    "Trying to resume download..." and the same file's bar going past where it stopped
+    (held-out XS): the download went on, under way. Its redraw at the same percent, or
+    nothing after it, is no progress: the network."""
+    words = RETRIED.split("] ", 1)[1]
+    bar = "consolidated.safetensors: {}%|█▋        | {}G/47.1G [01:33<07:58, 82.3MB/s]"
+    before = [SERVER, bar.format(11, 5.22), bar.format(16, 7.72)]
+    went_on = [*before, words, "Trying to resume download...", bar.format(16, 7.72)]
+    assert str(both_paths(went_on).category) == "network"
+    assert both_paths([*went_on, bar.format(19, 9.07)]).state is State.DOWNLOADING
+    # downloading with no bar before them, a bar after says nothing of where it stopped
+    fetching = [SERVER, "Fetching 3 files:   0%|          | 0/3 [00:00<?, ?it/s]", words]
+    assert str(both_paths([*fetching, bar.format(19, 9.07)]).category) == "network"
