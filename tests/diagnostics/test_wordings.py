@@ -2946,6 +2946,28 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # A platform's own wording of vLLM's refusals (held-out XT): Bedrock Custom Model
+    # Import's architecture refused, ending the sentence; Azure ML's event of a container
+    # ended for its memory, as ECS's.
+    (
+        [
+            '    "failureMessage": "Model architecture Gemma3ForConditionalGeneration is not '
+            "supported. Please refer to the Amazon Bedrock Custom Model Import documentation "
+            'for the list of supported architectures.",'
+        ],
+        "model_requirement",
+        True,
+    ),
+    (
+        [
+            "Kind: Pod, Name: OutOfMemory, Type: Warning, Time: 2024-11-12T07:47:58.300482Z, "
+            "Message: Container terminated due to insufficient memory. Please see "
+            "troubleshooting guide"
+        ],
+        "oom",
+        True,
+    ),
+    (["OutOfMemoryError: Container killed due to memory usage"], "oom", True),
 ]
 
 
