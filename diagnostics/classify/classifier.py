@@ -197,7 +197,7 @@ class Classifier:
         ready, done = state is State.READY, bool(groups.get("engine_done"))
         if ready and self._progress.left:
             return None  # vLLM's program ended before: another program's server is up
-        _outgrow(self.findings, state, groups.get("downloaded"))
+        _outgrow(self.findings, state, groups)
         if not self.findings.outlived(ready, done, self._services.apart):
             return None  # another vLLM service is up: this one's failure stands
         return self._progress.enter(name)
@@ -226,9 +226,11 @@ def following(classifier: Classifier) -> Classifier:
     return later
 
 
-def _outgrow(findings: Findings, state: State | None, bar: str | None) -> None:
-    """The start entered ``state`` (a download bar at ``bar`` percent): forget the best
-    finding if it outgrew it."""
+def _outgrow(findings: Findings, state: State | None, groups: Mapping[str, str | None]) -> None:
+    """The start entered ``state`` (its marker captured ``groups``: a download bar's file
+    and percent): forget the best finding if it outgrew it."""
+    file, percent = groups.get("bar_file"), groups.get("downloaded")
+    bar = (file, percent) if file and percent else None
     if findings.best is not None and outgrown(findings.best, state, bar):
         findings.clear()
 

@@ -60,7 +60,7 @@ class Hit(NamedTuple):
     phase: State | None = None  # the start's phase when it was found
     service: str | None = None  # the service (or tail's file) it was read under
     told: bool = False  # inside a message a person's sentence quotes (classify.told)
-    bar: int = -1  # how far the last download bar had got (its percent), if one showed
+    bar: tuple[str, int] = ("", -1)  # the last download bar shown: its file, its percent
 
     @property
     def key(self) -> tuple[int, int, int, int]:

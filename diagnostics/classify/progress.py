@@ -175,10 +175,11 @@ class Progress:
             self.settings[server or "config"] = settings[:_SETTINGS_KEPT]
 
     @property
-    def where(self) -> tuple[State, str | None, int]:
-        """The phase and the service of the line read last, and how far the last download
-        bar had got (-1: none shown; a finding's, see Hit)."""
-        return self.phase, self.service, int(self.context.get("downloaded", -1))
+    def where(self) -> tuple[State, str | None, tuple[str, int]]:
+        """The phase and the service of the line read last, and the last download bar's
+        file and percent (-1: none shown; a finding's, see Hit)."""
+        bar = self.context.get("bar_file", ""), int(self.context.get("downloaded", -1))
+        return self.phase, self.service, bar
 
     def enter(self, name: str) -> State | None:
         """A phase marker named ``name``; the new phase when it changed."""
@@ -222,31 +223,32 @@ def warned(raw: str) -> bool:
 PHASE_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
 
 
-def outgrown(best: Hit, state: State | None, bar: str | None = None) -> bool:
+def outgrown(best: Hit, state: State | None, bar: tuple[str, str] | None = None) -> bool:
     """Whether the start entering ``state`` forgets the verdict ``best``: its rule is
     forgotten when the start goes on (``until_progress``) and ``state`` is later than
     the phase it was found in, or any phase but a new start when it was a notice logged
     below ERROR (a retried request, then the download going on: V1 downloads once the
     load has begun); or it is a warning's generic words (:func:`_words_warned`)
-    and the start made progress in that phase or a later one (not a new start). The
-    socket's words are also outgrown by a download bar (``bar``: its percent) past the
-    last one shown before them: the download they interrupted went on."""
+    and the start made progress in that phase or a later one (not a new start); the
+    socket's words and such a notice by the interrupted download going on (_went_on)."""
     if state not in PHASE_ORDER or best.phase not in PHASE_ORDER:
         return False
     at, found = PHASE_ORDER.index(state), PHASE_ORDER.index(best.phase)
     if best.rule.until_progress:  # (a notice logged below ERROR: any progress but a new start)
-        return at > found or (state is not State.STARTING and warned(best.raw))
+        went_on = at > found or _went_on(best, state, bar)
+        return went_on or (state is not State.STARTING and warned(best.raw))
     if _socket_words(best) and (at > found or _went_on(best, state, bar)):
         return True  # the socket's words in a message, then progress: survived
     return _words_warned(best) and at >= max(1, found)
 
 
-def _went_on(best: Hit, state: State, bar: str | None) -> bool:
-    """Whether a download bar (its percent, ``bar``) in the phase ``best`` was found in
-    shows more than the last bar before it: huggingface_hub's "Trying to resume
-    download..." after "Error while downloading ...: Read timed out", then the file's
-    bar past where it stopped (a redraw at the same percent is no progress)."""
-    return state is best.phase is State.DOWNLOADING and best.bar >= 0 and int(bar or -1) > best.bar
+def _went_on(best: Hit, state: State, bar: tuple[str, str] | None) -> bool:
+    """Whether a download bar (``bar``: file, percent) while ``best``'s downloading shows
+    the file of the last bar before it further on ("Trying to resume download...", then
+    that bar past where it stopped; its redraw or another file's bar is no sign)."""
+    if bar is None or state is not State.DOWNLOADING or best.phase is not state:
+        return False
+    return best.bar[1] >= 0 and bar[0] == best.bar[0] and int(bar[1]) > best.bar[1]
 
 
 def _socket_words(best: Hit) -> bool:

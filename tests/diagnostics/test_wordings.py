@@ -2968,6 +2968,36 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         True,
     ),
     (["OutOfMemoryError: Container killed due to memory usage"], "oom", True),
+    # vLLM's conclusion that a hub id is missing after the hub's requests for it failed
+    # on the network and were retried (held-out XW, XX): the hub never answered; without
+    # them, the repo is missing.
+    *(
+        (
+            [
+                *retried,
+                "ValueError: Invalid repository ID or local directory specified: "
+                "'Qwen/Qwen2.5-7B-Instruct'.",
+            ],
+            category,
+            permanent,
+        )
+        for retried, category, permanent in (
+            (
+                [
+                    "'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max "
+                    "retries exceeded with url: /Qwen/Qwen2.5-7B-Instruct/resolve/main/config.json "
+                    '(Caused by NameResolutionError(\\"<urllib3.connection.HTTPSConnection object '
+                    "at 0x7f5c1e2a3b90>: Failed to resolve 'huggingface.co'\\\"))\"), '(Request ID: "
+                    "2b1f)')' thrown while requesting HEAD https://huggingface.co/Qwen/Qwen2.5-7B-"
+                    "Instruct/resolve/main/config.json",
+                    "Retrying in 8s [Retry 5/5].",
+                ],
+                "network",
+                False,
+            ),
+            ([], "model_not_found", True),
+        )
+    ),
 ]
 
 

@@ -553,3 +553,27 @@ def test_the_socket_words_then_the_same_files_bar_past_them_are_forgotten():
     # downloading with no bar before them, a bar after says nothing of where it stopped
     fetching = [SERVER, "Fetching 3 files:   0%|          | 0/3 [00:00<?, ?it/s]", words]
     assert str(both_paths([*fetching, bar.format(19, 9.07)]).category) == "network"
+
+
+def test_a_retried_request_then_the_last_bars_file_further_on_is_forgotten():
+    """huggingface_hub's notice of a request it retries, printed without a level among
+    shards downloading in parallel (held-out XW): the file whose bar was shown last
+    going further is the download going on; another file's bar, shown at any percent,
+    says nothing of the interrupted one."""
+    shard = "model-0000{}-of-00017.safetensors: {}%|██        | 1.0G/3.9G [01:12<04:31, 11.3MB/s]"
+    retried = (
+        "'(ReadTimeoutError(\"HTTPSConnectionPool(host='cdn-lfs-us-1.hf.co', port=443): Read "
+        "timed out. (read timeout=10)\"), '(Request ID: 0e7b)')' thrown while requesting GET "
+        "https://cdn-lfs-us-1.hf.co/repos/8c/model-00002-of-00017.safetensors"
+    )
+    lines = [
+        SERVER,
+        shard.format(1, 34),
+        shard.format(2, 27),
+        retried,
+        "Retrying in 1s [Retry 1/5].",
+    ]
+    assert str(both_paths([*lines, shard.format(1, 61)]).category) == "network"
+    assert both_paths([*lines, shard.format(1, 61), shard.format(2, 49)]).state is (
+        State.DOWNLOADING
+    )
