@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from diagnostics.classify.normalize import LOGGER_HEADER_START
 from diagnostics.classify.progress import warned
 from diagnostics.model import Category, Diagnosis
 from diagnostics.pack.catalogue import load_catalogue
@@ -109,14 +110,16 @@ def left_by_a_step(
     ``first_start``; ``before()``: their verdict) when vLLM then failed on the model's
     files (:func:`may_be_left`): the conversion, merge, download or copy that was to fill
     the folder failed on a cause of its own (:func:`decisive`; not a warning vLLM logged
-    at import, nor what only a vLLM process of its own or the device fails on: an
-    earlier attempt's)."""
+    at import, nor what vLLM printed, under its logger's header or in its own words, nor
+    what only a vLLM process of its own or the device fails on: an earlier attempt's)."""
     evidence = verdict.evidence
     if not evidence or evidence.line < first_start or not may_be_left(verdict, pack):
         return verdict  # (a repo id or URL: no step before makes the hub lack it)
     step = before()
     if not decisive(step, pack) or step.evidence is None or warned(step.evidence.text):
         return verdict
+    if _VLLM_RECORD.search(step.evidence.text) or _vllms_own(step.evidence.text):
+        return verdict  # (vLLM printed it: an earlier attempt's, no step's)
     if verdict.category is Category.MODEL_NOT_FOUND:
         return step
     rule = pack.verdicts_rule(verdict.rule)
@@ -125,3 +128,8 @@ def left_by_a_step(
     ):
         return verdict  # (what the image lacks: only an install step's failure leaves it)
     return step
+
+
+# vLLM's logger header (level, date, time, its file and line): what vLLM printed, not a
+# step's program (a download's, a conversion's).
+_VLLM_RECORD = re.compile(LOGGER_HEADER_START + r"(?:\.\d+)? \[?[\w.\-]+\.py:\d+\] ")

@@ -397,3 +397,26 @@ def test_a_message_only_vllm_prints_above_the_first_start_is_an_earlier_attempts
     lines[2] = refused
     diagnosis = verdict([*lines, "Traceback (most recent call last):", HEADS])
     assert (str(diagnosis.category), diagnosis.evidence.line) == ("gated_model", 3)
+
+
+def test_what_vllm_printed_above_the_first_start_left_no_folder_empty():
+    """A memory failure above the first start a log shows, under vLLM's logger header
+    (held-out XV: the first try's out-of-memory, then a run whose mounted folder is not
+    there), is an earlier attempt's: the folder's absence is the verdict. The same
+    failure printed by a conversion step (AutoAWQ's calibration, no vLLM header) left
+    the folder empty: the step's."""
+    oom = (
+        "CUDA out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity of "
+        "47.41 GiB of which 1.52 GiB is free."
+    )
+    missing = (
+        "ValueError: Invalid repository ID or local directory specified: "
+        "'/models/Llama-3.3-70B-AWQ'."
+    )
+    tail = [BANNER, "Traceback (most recent call last):", missing]
+    loaded = "INFO 03-11 08:20:44 model_runner.py:1115] Loading model weights took 37.16 GB"
+    logged = f"ERROR 03-11 08:20:51 engine.py:400] {oom}"
+    diagnosis = verdict(["first try died like this:", loaded, logged, "now:", *tail])
+    assert (str(diagnosis.category), diagnosis.evidence.line) == ("model_not_found", 7)
+    diagnosis = verdict(["$ python quantize.py", f"torch.OutOfMemoryError: {oom}", *tail])
+    assert (str(diagnosis.category), diagnosis.evidence.line) == ("oom", 2)
