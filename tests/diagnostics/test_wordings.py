@@ -2998,6 +2998,32 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             ([], "model_not_found", True),
         )
     ),
+    # The container runtime's words for an image it could not get (held-out YH): no such
+    # tag, none for the node's architecture, no access; the report without a reason; a
+    # daemon without the NVIDIA runtime a compose file asks for (no GPU for the container).
+    *(
+        ([line], "other", True)
+        for line in (
+            'Warning  Failed  86s (x4 over 3m2s)  kubelet  Failed to pull image "vllm/vllm-openai:'
+            'v0.7.3": rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/'
+            'vllm/vllm-openai:v0.7.3": no match for platform in manifest: not found',
+            '51s  Warning  Failed  pod/llm-vllm-5f6c  Failed to pull image "vllm/vllm-openai:0.6.2": '
+            'rpc error: code = NotFound desc = failed to resolve reference "docker.io/vllm/vllm-'
+            'openai:0.6.2": docker.io/vllm/vllm-openai:0.6.2: not found',
+            "Error response from daemon: manifest for vllm/vllm-openai:0.6.2 not found: manifest "
+            "unknown: manifest unknown",
+            "Error response from daemon: pull access denied for acme/vllm-private, repository "
+            "does not exist or may require 'docker login'",
+        )
+    ),
+    (
+        [
+            '38s  Normal  BackOff  pod/llm-vllm-5f6c  Back-off pulling image "vllm/vllm-openai:v0.7.3"'
+        ],
+        "other",
+        False,
+    ),
+    (["Error response from daemon: unknown or invalid runtime name: nvidia"], "cuda_fault", False),
 ]
 
 

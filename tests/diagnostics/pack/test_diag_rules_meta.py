@@ -50,6 +50,10 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # the container runtime's report of an image it could not get, with the registry's
+    # reason or without it (held-out YH, stop 55)
+    "image-not-found": "test_wordings.WORDINGS",
+    "image-pull-failed": "test_wordings.WORDINGS",
     # the shell's report of the start script's own error (held-out WT, stop 54)
     "start-script-error": "test_wordings.WORDINGS",
     # a repository's tokenizer code broken by a newer transformers (held-out WS, stop 54;
