@@ -3024,6 +3024,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         False,
     ),
     (["Error response from daemon: unknown or invalid runtime name: nvidia"], "cuda_fault", False),
+    # A batch scheduler's cancellation of the job (held-out YA): Slurm's time limit.
+    (
+        [
+            "Loading safetensors checkpoint shards:  24% Completed | 4/17 [00:45<02:28, 11.42s/it]",
+            "slurmstepd: error: *** JOB 3390817 ON gpu-a40-11 CANCELLED AT 2024-12-30T22:01:09 "
+            "DUE TO TIME LIMIT ***",
+        ],
+        "other",
+        False,
+    ),
 ]
 
 

@@ -50,6 +50,8 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # Slurm's cancellation of the job running vLLM (held-out YA, stop 55)
+    "job-cancelled-by-scheduler": "test_wordings.WORDINGS",
     # the container runtime's report of an image it could not get, with the registry's
     # reason or without it (held-out YH, stop 55)
     "image-not-found": "test_wordings.WORDINGS",
