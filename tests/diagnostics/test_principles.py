@@ -66,6 +66,8 @@ CHOSEN_VALUE = [
     "ValueError: BitsAndBytes with enforce_eager = False is not supported yet.",
     "ValueError: Prequant BitsAndBytes models with TP is not supported.Please try with PP.",
     "NotImplementedError: GPTQ with pipeline parallelism is not supported yet.",
+    # the KV cache's block size, the user's --block-size, as an attention backend checks it
+    "ValueError: Block size must be a multiple of 16.",
     # a limit whose message says which option to turn off
     "ValueError: Full CUDAGraph not supported for FlashInferBackend. Turn off "
     "CompilationConfig.full_cuda_graph or use a different attention backend.",
