@@ -14,7 +14,7 @@ from tests.support.scripts import load_script
 GEN_DOCS = load_script("gen_docs")
 
 ROOT = FIXTURES / "reconstructed"
-RIGHT_AT_LEAST = 24956  # of 25295, 2026-12-06, stop 55 (docs/diagnostics.md, "Held-out checks")
+RIGHT_AT_LEAST = 25812  # of 26175, 2026-12-06, stop 55 (docs/diagnostics.md, "Held-out checks")
 # A writer's label the real corpus contradicts, where the verdict follows the corpus: kept
 # as written (and counted wrong), but not a breach of the safety properties.
 CORPUS_LABELS = {
@@ -28,6 +28,9 @@ CORPUS_LABELS = {
     "logs/cuda_fault/OR-v042-nccl-cuda-oom-graph-capture-tp2.log",
     # "no kernel image is available" on an RTX 5090 (sm_120) with a cu124 wheel: as BB, HM
     "logs/cuda_fault/RK-rtx5090-sm120-no-kernel-image-cu124-wheel.log",
+    # NCCL's "Cuda failure 'out of memory'" at communicator init, a person's note below the
+    # log that another process held the GPU: as LK, OR (the message shows no numbers)
+    "logs/cuda_fault/YD-v051-tp4-nccl-init-cuda-oom-gpu2-busy.log",
 }
 # Breaches left, with their reasons (docs/diagnostics.md, stop 49): the kernel's
 # OOM kill of the first attempt printed by journalctl after the last attempt's device
@@ -56,7 +59,7 @@ LEFT_MISSED = {
 
 def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     results = score(ROOT, shipped_pack())
-    assert len(results) == 25295
+    assert len(results) == 26175
     breaches = [r.file for r in results if r.transient_called_permanent]
     assert [f for f in breaches if f not in CORPUS_LABELS | LEFT] == []
     missed = [r.file for r in results if r.failed_called_not_failed]
