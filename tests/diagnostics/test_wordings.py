@@ -3034,6 +3034,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # Ray's head already running on its port (held-out YL), raised as a ConnectionError:
+    # a leftover cluster holds the port, not the hub's network.
+    (
+        [
+            "ConnectionError: Ray is trying to start at 10.20.1.5:6379, but is already "
+            "running at 10.20.1.5:6379. Please specify a different port using the `--port` "
+            "flag of `ray start` command."
+        ],
+        "other",
+        False,
+    ),
 ]
 
 

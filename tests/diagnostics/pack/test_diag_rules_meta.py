@@ -50,6 +50,8 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # Ray's head already running on its port (held-out YL, stop 55)
+    "ray-already-running": "test_wordings.WORDINGS",
     # Slurm's cancellation of the job running vLLM (held-out YA, stop 55)
     "job-cancelled-by-scheduler": "test_wordings.WORDINGS",
     # the container runtime's report of an image it could not get, with the registry's
