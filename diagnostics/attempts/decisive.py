@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from diagnostics.classify.normalize import LOGGER_HEADER_START
+from diagnostics.classify.normalize import LOGGER_HEADER
 from diagnostics.classify.progress import warned
 from diagnostics.model import Category, Diagnosis
 from diagnostics.pack.catalogue import load_catalogue
@@ -118,8 +118,8 @@ def left_by_a_step(
     step = before()
     if not decisive(step, pack) or step.evidence is None or warned(step.evidence.text):
         return verdict
-    if _VLLM_RECORD.search(step.evidence.text) or _vllms_own(step.evidence.text):
-        return verdict  # (vLLM printed it: an earlier attempt's, no step's)
+    if LOGGER_HEADER.search(step.evidence.text) or _vllms_own(step.evidence.text):
+        return verdict  # (vLLM printed it, under its logger's header: no step's program)
     if verdict.category is Category.MODEL_NOT_FOUND:
         return step
     rule = pack.verdicts_rule(verdict.rule)
@@ -128,8 +128,3 @@ def left_by_a_step(
     ):
         return verdict  # (what the image lacks: only an install step's failure leaves it)
     return step
-
-
-# vLLM's logger header (level, date, time, its file and line): what vLLM printed, not a
-# step's program (a download's, a conversion's).
-_VLLM_RECORD = re.compile(LOGGER_HEADER_START + r"(?:\.\d+)? \[?[\w.\-]+\.py:\d+\] ")

@@ -59,8 +59,8 @@ class Hit(NamedTuple):
     header: bool = False  # read from an IPython header (the class only, before the frames)
     phase: State | None = None  # the start's phase when it was found
     service: str | None = None  # the service (or tail's file) it was read under
-    told: bool = False  # inside a message a person's sentence quotes (classify.told)
     bar: tuple[str, int] = ("", -1)  # the last download bar shown: its file, its percent
+    told: bool = False  # inside a message a person's sentence quotes (classify.told)
 
     @property
     def key(self) -> tuple[int, int, int, int]:
@@ -169,10 +169,9 @@ class Findings:
         if not header and rule.kind == "structure" and logged_repr(text, clean):
             # its repr stands for the exception line of the traceback it announces
             header, chain = True, chain + 1
-        said = "`" in text and told(rule.patterns, text)
-        hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header)
-        phase, service, bar = progress.where
-        hit = hit._replace(phase=phase, service=service, told=said, bar=bar)
+        # where it was found (phase, service, download bar) and whether a person told of it
+        where = (*progress.where, "`" in text and told(rule.patterns, text))
+        hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header, *where)
         if rule.before_ready and progress.phase is State.READY:
             # A bare error after ready (a failed request) is not the end of vLLM; it
             # only names the cause once vLLM exited.

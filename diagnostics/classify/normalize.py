@@ -265,7 +265,7 @@ def continuation(line: str, first: str) -> str:
         line, first = line[prefix.end() :], first[own.end() :] if own is not None else first
     # vLLM's logger repeats a record's header on each line of a multi-line message (its
     # NewLineFormatter): the same header on the next line is the same record going on.
-    header = _LOGGER_HEADER.match(line)
+    header = LOGGER_HEADER.match(line)
     if header is not None and first.startswith(header.group()):
         return line[header.end() :]
     return line
@@ -274,7 +274,8 @@ def continuation(line: str, first: str) -> str:
 # The start of vLLM's logger header as it prints it: level, date and time (also the start
 # of a record of its own: diagnostics.classify.wrapping).
 LOGGER_HEADER_START = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
-_LOGGER_HEADER = re.compile(LOGGER_HEADER_START + r"(?:\.\d+)? \[?[\w.\-]+\.py:\d+\] ")
+# vLLM's whole logger header (level, date, time, its file and line), as it prints it
+LOGGER_HEADER = re.compile(LOGGER_HEADER_START + r"(?:\.\d+)? \[?[\w.\-]+\.py:\d+\] ")
 
 
 def unwrapped_part(line: str) -> str:
