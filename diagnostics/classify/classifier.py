@@ -230,7 +230,7 @@ def _outgrow(findings: Findings, state: State | None, groups: Mapping[str, str |
     """The start entered ``state`` (its marker captured ``groups``: a download bar's file
     and percent): forget the best finding if it outgrew it."""
     file, percent = groups.get("bar_file"), groups.get("downloaded")
-    bar = (file, percent) if file and percent else None
+    bar = (file, int(percent)) if file and percent else None
     if findings.best is not None and outgrown(findings.best, state, bar):
         findings.clear()
 

@@ -223,7 +223,7 @@ def warned(raw: str) -> bool:
 PHASE_ORDER = (State.STARTING, State.DOWNLOADING, State.LOADING, State.READY)
 
 
-def outgrown(best: Hit, state: State | None, bar: tuple[str, str] | None = None) -> bool:
+def outgrown(best: Hit, state: State | None, bar: tuple[str, int] | None = None) -> bool:
     """Whether the start entering ``state`` forgets the verdict ``best``: its rule is
     forgotten when the start goes on (``until_progress``) and ``state`` is later than
     the phase it was found in, or any phase but a new start when it was a notice logged
@@ -242,13 +242,13 @@ def outgrown(best: Hit, state: State | None, bar: tuple[str, str] | None = None)
     return _words_warned(best) and at >= max(1, found)
 
 
-def _went_on(best: Hit, state: State, bar: tuple[str, str] | None) -> bool:
+def _went_on(best: Hit, state: State, bar: tuple[str, int] | None) -> bool:
     """Whether a download bar (``bar``: file, percent) while ``best``'s downloading shows
     the file of the last bar before it further on ("Trying to resume download...", then
     that bar past where it stopped; its redraw or another file's bar is no sign)."""
     if bar is None or state is not State.DOWNLOADING or best.phase is not state:
         return False
-    return best.bar[1] >= 0 and bar[0] == best.bar[0] and int(bar[1]) > best.bar[1]
+    return best.bar[1] >= 0 and bar[0] == best.bar[0] and bar[1] > best.bar[1]
 
 
 def _socket_words(best: Hit) -> bool:

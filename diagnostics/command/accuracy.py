@@ -8,15 +8,18 @@ Used by tests, by ``scripts/corpus_accuracy.py`` and for docs.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
+import multiprocessing
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from diagnostics.classify.normalize import strip_ansi
 from diagnostics.model import Diagnosis
-from diagnostics.pack.rules import RulePack
+from diagnostics.pack.rules import RulePack, load_pack
 from diagnostics.scanning.scan import classify_stream
 
 # Labels of a start that did not fail: up ("ok"), or still under way when the log ends
@@ -60,17 +63,42 @@ def load_manifest(root: Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def score(root: Path, pack: RulePack) -> list[Scored]:
-    results = []
-    for entry in load_manifest(root):
-        with (root / entry["file"]).open("rb") as stream:
-            diagnosis = classify_stream(stream, pack)
-        label = entry["category"]
-        if label == "ok" and entry.get("state") == "starting":
-            label = "under-way"
-        permanent = entry.get("permanent") if label not in UNDER_WAY else None
-        results.append(Scored(entry["file"], label, diagnosis, permanent))
-    return results
+def score(root: Path, pack: RulePack | None = None, processes: int = 1) -> list[Scored]:
+    """Every log of ``root``'s manifest diagnosed with ``pack`` (the shipped pack when
+    None), in the manifest's order. ``processes`` > 1 splits the logs among that many
+    fresh processes, each loading the shipped pack (a pack given here cannot travel)."""
+    entries = load_manifest(root)
+    if processes <= 1:
+        used = pack if pack is not None else load_pack()
+        return [_scored(root, entry, used) for entry in entries]
+    if pack is not None:
+        raise ValueError("scoring in several processes reads with the shipped pack only")
+    context = multiprocessing.get_context("spawn")  # (no thread of the caller's goes along)
+    with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        step = -(-len(entries) // (processes * 8)) or 1
+        chunks = [entries[i : i + step] for i in range(0, len(entries), step)]
+        parts = pool.map(_scored_with_shipped, [root] * len(chunks), chunks)
+        return [scored for part in parts for scored in part]
+
+
+def _scored_with_shipped(root: Path, entries: list[dict]) -> list[Scored]:
+    pack = _shipped()
+    return [_scored(root, entry, pack) for entry in entries]
+
+
+@functools.cache
+def _shipped() -> RulePack:
+    return load_pack()
+
+
+def _scored(root: Path, entry: dict, pack: RulePack) -> Scored:
+    with (root / entry["file"]).open("rb") as stream:
+        diagnosis = classify_stream(stream, pack)
+    label = entry["category"]
+    if label == "ok" and entry.get("state") == "starting":
+        label = "under-way"
+    permanent = entry.get("permanent") if label not in UNDER_WAY else None
+    return Scored(entry["file"], label, diagnosis, permanent)
 
 
 def summary(results: list[Scored]) -> dict[str, tuple[int, int]]:

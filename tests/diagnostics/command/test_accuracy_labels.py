@@ -40,3 +40,21 @@ def test_ok_without_a_state_must_be_ready(tmp_path):
     assert _scored(tmp_path, [LOADING], category="ok").right is False
     (tmp_path / "b").mkdir()
     assert _scored(tmp_path / "b", [LOADING, READY], category="ok").right is True
+
+
+def test_scoring_in_several_processes_gives_each_log_its_verdict_in_the_manifests_order(tmp_path):
+    logs = {"a": [LOADING], "b": [LOADING, READY], "c": [LOADING, FAILED]}
+    logs |= {f"d{i}": [LOADING, FAILED] if i % 2 else [READY] for i in range(17)}
+    (tmp_path / "logs").mkdir()
+    manifest = []
+    for name, lines in logs.items():
+        (tmp_path / "logs" / f"{name}.log").write_text("\n".join(lines) + "\n")
+        manifest.append(json.dumps({"file": f"logs/{name}.log", "category": "ok"}))
+    (tmp_path / "manifest.jsonl").write_text("\n".join(manifest) + "\n")
+    alone = score(tmp_path, shipped_pack())
+    split = score(tmp_path, processes=2)
+    assert [s.file for s in split] == [f"logs/{name}.log" for name in logs]
+    assert [(s.file, s.diagnosis) for s in split] == [(s.file, s.diagnosis) for s in alone]
+    assert len({s.predicted for s in split}) == 3  # under way, up, failed: each its own
+    with pytest.raises(ValueError, match="shipped pack"):
+        score(tmp_path, shipped_pack(), processes=2)
