@@ -276,10 +276,9 @@ def load_catalogue() -> Catalogue:
         data = shipped_file("catalogue.json")
     except OSError:
         return Catalogue(())
-    import hashlib  # only here: the catalogue is read for few logs (OpenSSL's load ~2.5 ms)
-
     folder = dbcache.cache_dir()
-    name = f"catalogue-{hashlib.sha256(data).hexdigest()[:32]}.marshal"
+    # (the cache's own BLAKE2: hashlib would load OpenSSL, ~2.5 ms of a small log's run)
+    name = f"catalogue-{dbcache.blake2b(data, digest_size=16).hexdigest()}.marshal"
     entry = os.path.join(folder, name) if folder is not None else None
     if entry is not None and (payload := dbcache.read_entry(entry)) is not None:
         try:
