@@ -3045,6 +3045,35 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # CUDA_VISIBLE_DEVICES set to "" (held-out YV: compose interpolating an unset
+    # variable): vLLM's platform code sees no GPU, as a host without one (0.6 to 0.9's
+    # wordings); below it, the API server's generic wrapper.
+    *(
+        (
+            [
+                f"RuntimeError: {name} is set to empty string, which means {what} support is "
+                f"disabled. If you are using ray, please unset the environment variable "
+                f"`{name}` inside the worker/actor.",
+                "RuntimeError: Engine process failed to start. See stack trace for the root cause.",
+            ],
+            "cuda_fault",
+            False,
+        )
+        for name, what in (
+            ("CUDA_VISIBLE_DEVICES", "GPU"),
+            ("CUDA_VISIBLE_DEVICES", "current platform"),
+        )
+    ),
+    # requests refusing before it connects: REQUESTS_CA_BUNDLE names a CA file the host
+    # lacks (held-out YV): the TLS path to the hub, as a certificate refused.
+    (
+        [
+            "OSError: Could not find a suitable TLS CA certificate bundle, invalid path: "
+            "/etc/pki/ca-trust/source/anchors/corp-root-ca.pem"
+        ],
+        "network",
+        False,
+    ),
 ]
 
 
