@@ -217,6 +217,11 @@ def reached(classifier: Classifier) -> tuple[State, Mapping[str, str]]:
     return classifier.phase, classifier._progress.settings
 
 
+def stopping(classifier: Classifier) -> bool:
+    """Whether a requested shutdown began and no start followed it (Progress.enter)."""
+    return classifier._progress.stopping
+
+
 def following(classifier: Classifier) -> Classifier:
     """A fresh classifier for a later part of the same log (another run): it knows which
     compose services are vLLM's (a web UI's errors after vLLM exited are not the next

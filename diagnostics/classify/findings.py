@@ -59,7 +59,7 @@ class Hit(NamedTuple):
     header: bool = False  # read from an IPython header (the class only, before the frames)
     phase: State | None = None  # the start's phase when it was found
     service: str | None = None  # the service (or tail's file) it was read under
-    bar: tuple[str, int] = ("", -1)  # the last download bar shown: its file, its percent
+    bar: tuple[str, int] = ("", -1)  # the last download bar shown: file, percent (-1: none)
     told: bool = False  # inside a message a person's sentence quotes (classify.told)
 
     @property

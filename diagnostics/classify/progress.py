@@ -74,7 +74,7 @@ class Progress:
         self.phase = State.STARTING
         self.shown = shown  # rules whose settings the paste shows anywhere (settings_shown)
         self.service: str | None = None  # the service (or tail's file) of the line read
-        self.stopping = False
+        self.stopping = False  # a requested shutdown began (until a new start's marker)
         self.traceback: int | None = None  # line of a traceback start after the last ready
         self.error: int | None = None  # line of the first ERROR-level line since a phase
         self.frames: set[int] = set()  # rules whose traceback frames were seen
@@ -86,9 +86,8 @@ class Progress:
         self.origin: Origin | None = None  # the innermost project frame of this traceback
         self.outermost = False  # the next frame is a traceback's first
         self.exited = False  # after ready, a traceback left vLLM's program: it ended
-        # before ready, a traceback of vLLM's code left the program that ran it (`vllm`,
-        # `python -m`): that start ended, and a ready marker after it, before a new
-        # start's marker, is another program's (a proxy in the same stream)
+        # before ready, a traceback of vLLM's code left its program (`vllm`, `python -m`):
+        # a ready marker after it, before a new start's, is another program's (a proxy)
         self.left = False
         self._leaving = False  # this traceback's first frame was a program's main
 
@@ -176,18 +175,19 @@ class Progress:
 
     @property
     def where(self) -> tuple[State, str | None, tuple[str, int]]:
-        """The phase and the service of the line read last, and the last download bar's
-        file and percent (-1: none shown; a finding's, see Hit)."""
+        """The phase, the last line's service, the last download bar (see Hit.bar)."""
         bar = self.context.get("bar_file", ""), int(self.context.get("downloaded", -1))
         return self.phase, self.service, bar
 
     def enter(self, name: str) -> State | None:
-        """A phase marker named ``name``; the new phase when it changed."""
+        """A phase marker named ``name``; the new phase when it changed. A start's marker
+        after a requested shutdown is another run (a supervisor's restart, the next try)."""
         if name == "stopping":
             self.stopping = True
             return None
         state = PHASES[name]
         assert state is not None  # only "stopping" has none, handled above
+        self.stopping = self.stopping and state is not State.STARTING
         if state is State.STARTING and self.phase is not State.READY:
             return None  # the start under way announcing itself: nothing changes
         self.traceback = None  # the start went on after any traceback seen so far

@@ -105,9 +105,10 @@ def scanner(pack: RulePack) -> Scanner:
 
 
 # What can still change a verdict: None while no failure matched (everything can),
-# else the best rule's rank, whether vLLM is in the ready phase and whether the file
-# shows vLLM's program ended before its last ready marker (relevant_ids' ``exits``).
-Standing = tuple[int, bool, bool] | None
+# else the best rule's rank, whether vLLM is in the ready phase, whether the file
+# shows vLLM's program ended before its last ready marker (relevant_ids' ``exits``) and
+# whether a requested shutdown began (``stopping``).
+Standing = tuple[int, bool, bool, bool] | None
 
 # A standing that leaves more than this share of the patterns relevant has no narrowed
 # database (:func:`narrowed`): the database of every head, its hits filtered, is as fast.
@@ -137,7 +138,7 @@ def narrowed(pack: RulePack, standing: Standing) -> hyperscan.Database | None:
 
 @lru_cache(maxsize=64)
 def relevant_ids(
-    pack: RulePack, best: int, ready: bool = False, exits: bool = False
+    pack: RulePack, best: int, ready: bool = False, exits: bool = False, stopping: bool = False
 ) -> frozenset[int]:
     """The pattern indexes that can still change a verdict whose best rule has rank
     ``best`` (a later finding of the same rank never wins: the earliest does): a ready
@@ -154,7 +155,8 @@ def relevant_ids(
     traceback that leaves vLLM's program makes a later ready marker another program's
     (Progress.left) until vLLM starts again, and the file shows one before its last ready
     marker (readyseek's plan): before ready, the traceback headers and frames and the
-    start markers count too."""
+    start markers count too; and so do they after a stopping marker (``stopping``: a
+    start's marker ends the shutdown, Progress.enter)."""
     better = [rule for rule in pack.rules if rule.rank < best]
     traceback_rules = any(rule.traceback_through for rule in better)
     structure = any(rule.kind == "structure" for rule in better)
@@ -176,7 +178,7 @@ def relevant_ids(
             clears = phase == "ready" or "engine_done" in pattern.regex.groupindex
             keep = generic or cause if phase == "stopping" else clears or leaves_ready or progress
             keep = keep or (words and phase in ("downloading", "loading"))
-            keep = keep or (leaving and phase == "starting")
+            keep = keep or ((leaving or stopping) and phase == "starting")
         elif pattern.kind == "traceback":
             keep = traceback_rules or structure or leaving
         elif pattern.kind == "traceback_body":

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable
 
 import hyperscan
 
-from diagnostics.classify.classifier import Classifier
+from diagnostics.classify.classifier import Classifier, stopping
 from diagnostics.formats.streams import Piece
 from diagnostics.model import State
 from diagnostics.pack.rules import RulePack
@@ -200,7 +200,7 @@ NARROW_AFTER = 8 << 20
 
 
 def _still_narrow(
-    pack: RulePack, classifier: Classifier, narrowed_to: tuple[int, bool, bool]
+    pack: RulePack, classifier: Classifier, narrowed_to: tuple[int, bool, bool, bool]
 ) -> bool:
     """Whether every pattern that can change the verdict now is among those that could
     at ``narrowed_to`` (hits found for that standing are then all the hits needed)."""
@@ -232,7 +232,8 @@ def _feed_line(block: bytes, at: int, classifier: Classifier, number: int) -> in
 
 def _standing(classifier: Classifier, exits: bool) -> Standing:
     rank = classifier.findings.settled
-    return None if rank is None else (rank, classifier.phase is State.READY, exits)
+    ready = classifier.phase is State.READY
+    return None if rank is None else (rank, ready, exits, stopping(classifier))
 
 
 def _hits(

@@ -169,6 +169,43 @@ def test_sigkill_during_our_own_shutdown_is_not_a_diagnosis():
     assert rule != "process-sigkilled"
 
 
+# A requested shutdown, then a start's marker: a supervisor's restart or the user's next
+# try, whose failures are its own (held-out YW: supervisord's respawns failing on the port
+# an orphaned API server held); without the new start, the shutdown's noise.
+SHUTDOWN = [
+    "(APIServer pid=211) INFO 07-14 13:20:55 [launcher.py:80] Shutting down FastAPI HTTP server.",
+    "(ApiServer_0 pid=402) INFO:     Waiting for application shutdown.",
+    "2025-07-14 13:21:05,901 INFO spawned: 'vllm' with pid 1187",
+]
+NEW_STARTS = [
+    "INFO 07-14 13:21:12 [api_server.py:1395] vLLM API server version 0.9.2",
+    "INFO 07-14 13:21:12 [cli_args.py:325] non-default args: {'model': 'm', 'api_server_count': 2}",
+    "INFO 05-01 10:00:00 llm_engine.py:161] Initializing an LLM engine (v0.5.1) with config: model='m'",
+]
+GENERIC_FAILURES = [
+    ("OSError: [Errno 98] Address already in use", "port-in-use"),
+    ("RuntimeError: something nobody catalogued went wrong", "unhandled-exception"),
+]
+
+
+@pytest.mark.parametrize("start", NEW_STARTS, ids=["version", "args", "engine"])
+@pytest.mark.parametrize(("failure", "rule"), GENERIC_FAILURES, ids=["port", "bare"])
+def test_a_start_after_a_requested_shutdown_is_judged_on_its_own(start, failure, rule):
+    diagnosis = both_paths([*SHUTDOWN, start, *[f"INFO step {i}" for i in range(40)], failure])
+    assert diagnosis.failed and diagnosis.rule == rule
+    assert not both_paths([*SHUTDOWN, failure]).failed  # the shutdown's own noise
+
+
+def test_a_served_runs_fault_then_a_shutdown_and_a_new_start_gives_the_new_starts_cause():
+    # (held-out KD's shape: the engine failed while serving, the server shut down, the
+    # next start found no GPU): the fast path reads the start's marker after the stopping
+    # marker, so both paths judge the new start (far apart: the fast path skips blocks)
+    filler = [f"INFO 07-14 13:21:13 [x.py:1] step {i} " + "x" * 80 for i in range(4000)]
+    served = ["INFO:     Application startup complete.", "RuntimeError: CUDA error: unknown error"]
+    lines = [*served, *filler, *SHUTDOWN[:2], *filler, NEW_STARTS[0], *filler]
+    assert both_paths([*lines, "RuntimeError: No CUDA GPUs are available"]).rule == "no-gpu-visible"
+
+
 @pytest.mark.parametrize(
     ("line", "rule"),
     [

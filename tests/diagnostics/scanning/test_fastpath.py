@@ -112,7 +112,10 @@ def test_a_ready_marker_at_the_start_of_a_block_after_wrapped_lines():
     classifier joins such a line with the next, so they belong to what follows."""
     cut = b"x" * 99 + b"y\n"  # exactly 100 columns: looks cut by a terminal
     ready = b"INFO:     Application startup complete.\n"
-    data = OK + KV + cut * 5 + ready + SERVING * 10 + KV
+    # (a new start after the failed one: a ready marker after a failure that left vLLM's
+    # program, with no start between, is another program's)
+    start = b"INFO 11-29 18:40:00 [api_server.py:1] vLLM API server version 0.32.0\n"
+    data = OK + KV + start + cut * 5 + ready + SERVING * 10 + KV
     _agree(data)
     stream = io.BytesIO(data)
     restart = fastpath.restart_point(stream, 0, PACK)
