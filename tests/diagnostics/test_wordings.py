@@ -3074,30 +3074,6 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "network",
         False,
     ),
-    # transformers' tokenizer without an attribute vLLM's code reads, in its own
-    # __getattr__'s words (held-out ZA: a transformers newer than the vLLM beside it):
-    # the image's packages, permanent; with the repository's own code run, its
-    # tokenizer written for another transformers (remote_code)
-    (
-        [
-            '  File "/app/.venv/lib/python3.12/site-packages/transformers/tokenization_utils_base.py", '
-            "line 1137, in __getattr__",
-            '    raise AttributeError(f"{self.__class__.__name__} has no attribute {key}")',
-            "(APIServer pid=1) AttributeError: Qwen2TokenizerFast has no attribute "
-            "all_special_tokens_extended",
-        ],
-        "other",
-        True,
-    ),
-    (
-        [
-            "INFO 03-02 10:00:00 api_server.py:1] args: Namespace(model='THUDM/chatglm3-6b', "
-            "trust_remote_code=True)",
-            "AttributeError: ChatGLMTokenizer has no attribute vocab_size",
-        ],
-        "remote_code",
-        True,
-    ),
     # NVRTC without its builtins library (held-out ZA: torch's jiterator in the sampler
     # of the profile run): a CUDA library the image lacks
     (
