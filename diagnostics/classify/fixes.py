@@ -32,6 +32,12 @@ _FIX = {
 }
 _OTHER_FIX = "A restart may help; the attached output names what failed."
 # Raised in a model repository's own code (REPOSITORY_CODE): it ran, so it was trusted.
+PACKAGES_FIX = (
+    "vLLM and the {package} installed beside it are of versions that do not fit: install "
+    "the {package} version this vLLM release requires (vLLM's own image pins it), or a "
+    "vLLM release made for the installed {package}. A restart on the same image fails the "
+    "same way."
+)
 REPOSITORY_FIX = (
     "The model repository's own code (run with TRUST_REMOTE_CODE) fails with this image's "
     "transformers or vLLM: pin a revision of the model whose code works with them "

@@ -28,8 +28,7 @@ _RAISE = re.compile(r"^\s+raise (?P<cls>[A-Za-z_][\w.]*)")
 _ASSERT = re.compile(r"^\s+assert (?P<expr>\S.*?)\s*$")
 # A generic attribute accessor raises for whatever its caller asked of an object: the
 # caller's lookup, so the caller's frame stays the origin (transformers' tokenizer
-# ``__getattr__`` under a model repository's tokenizer asking for what this version
-# dropped).
+# ``__getattr__`` under a repository's tokenizer, or vLLM's, asking what it dropped).
 _ACCESSORS = frozenset({"__getattr__", "__getattribute__"})
 _HEADER_CLASS = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Z]\w*)\s{2,}Traceback \(most recent")
 # The outermost frame of vLLM's own program (`vllm serve`'s script, a vLLM module run
@@ -57,6 +56,7 @@ class Origin(NamedTuple):
     # a third-party package's frame (site-packages, outside the four projects) under it:
     # the exception was raised in that package, not in this frame's code
     in_library: bool = False
+    accessed: str = ""  # the project whose accessor raised for this frame's lookup
 
     @property
     def in_repository(self) -> bool:
@@ -150,7 +150,7 @@ class Progress:
         caller = self.origin
         if path is not None and found.group("func") in _ACCESSORS and caller and caller.path:
             # a deeper frame: the caller's code lines above it raised and asserted nothing
-            self.origin = caller._replace(raised="", asserted="")
+            self.origin = caller._replace(raised="", asserted="", accessed=path.split("/")[0])
             return
         if path is not None:
             header = self.origin.header_class if self.origin is not None else ""

@@ -1,22 +1,21 @@
 """Rendering a verdict: a rule's messages with the values captured for them, and the
-verdict by provenance (the verdicts of a log no rule reads are in
-:mod:`diagnostics.classify.unmatched`).
+verdict by provenance (the verdicts of a log no rule reads: classify.unmatched).
 
 Judging by provenance: an exception no specific rule names (its message unknown, cut
-or missing) is judged by where it was raised and by its type.
-
-Where: the innermost frame of vLLM, transformers, huggingface_hub, torch or the model
-repository's own code (transformers_modules) of its traceback (standard or IPython
-frames), else the file vLLM's log prefix names
-(``[config.py:123]``), looked up in the pack's provenance data
+or missing) is judged by where it was raised and by its type. Where: the innermost
+frame of vLLM, transformers, huggingface_hub, torch or the model repository's own code
+(transformers_modules) of its traceback (standard or IPython frames), else the file
+vLLM's log prefix names (``[config.py:123]``), looked up in the pack's provenance data
 (:mod:`diagnostics.pack.evidence`, generated from the catalogue); an exception class
 of those projects (also the one an IPython header shows) by its own raise sites. Its
 type: a ``ValueError``, ``TypeError``, ``NotImplementedError``, ``KeyError`` or
 ``AssertionError`` (the data's ``deterministic``) raised by vLLM's own code while the
 engine is built fails the same way on every restart, so the start is permanent with the
 category of where it was raised, unless that category is a host one (a device fault,
-the network). Only verdicts of a generic-structure rule that calls the failure
-``other``, transient (the last resort), and logs that end in a traceback are refined.
+the network). An ``AttributeError`` another project's accessor (``__getattr__``) raised
+for vLLM's own lookup is the two projects' versions not fitting: permanent, ``other``.
+Only verdicts of a generic-structure rule that calls the failure ``other``, transient
+(the last resort), and logs that end in a traceback are refined.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from functools import cache
 
 from diagnostics.classify.chosen import SETTINGS, chosen_setting
 from diagnostics.classify.findings import Hit
-from diagnostics.classify.fixes import REPOSITORY_FIX, fix_for
+from diagnostics.classify.fixes import PACKAGES_FIX, REPOSITORY_FIX, fix_for
 from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
 from diagnostics.classify.wrapping import captures, joined
@@ -222,7 +221,7 @@ def judged_by_origin(
     # Without the exception line, the innermost frame shown is where the paste stops; a
     # ``raise`` code line under it shows it is where the exception was raised.
     confirmed = hit is not None or bool(origin is not None and origin.raised)
-    where, category, own, repository = "", None, False, False
+    where, category, own, repository, mismatch = "", None, False, False, ""
     for name in (cls, header):
         if name and name in provenance.exceptions:
             where, category = f"a {name}", provenance.exceptions[name]
@@ -240,6 +239,12 @@ def judged_by_origin(
         # A library rejecting how the repository's code called it: an API that changed
         category, repository = Category.REMOTE_CODE, True
         where = f"{where}, called by the model repository's own code"
+    elif category in (None, Category.OTHER) and own and confirmed and cls == "AttributeError":
+        # vLLM's code asking another project's object (its accessor) for what it lacks
+        mismatch = "" if origin is None or origin.accessed == "vllm" else origin.accessed
+        if mismatch:
+            category = Category.OTHER
+            where = f"{where}, asking {mismatch} for what its installed version lacks"
     if category is None and hit is not None and (log := _log_file().search(hit.raw)):
         category = provenance.of_log_file(log.group("file"))
         where, own = f"vLLM's {log.group('file')}", "vllm" in provenance.deterministic_in
@@ -258,7 +263,7 @@ def judged_by_origin(
     chosen = sure and chosen_setting(quoted, (captured or {}).get(SETTINGS, ""))
     if layout or chosen:  # the layout asked for, a value chosen: the user's, not the model's
         category = Category.BAD_CONFIG
-    permanent = sure or (category.permanent and (confirmed or bool(header)))
+    permanent = sure or bool(mismatch) or (category.permanent and (confirmed or bool(header)))
     if category is Category.OTHER and not permanent:
         return None  # says no more than the verdict it would replace
     detail = message or (asserted and f"assert {asserted}.")
@@ -270,6 +275,7 @@ def judged_by_origin(
         checks = f" (it rejects {chosen}, a value this start was set to)" if chosen else checks
         cause += _SAME_WAY.format(where=" there", checks=checks)
     fix = REPOSITORY_FIX if permanent and repository else ""
+    fix = PACKAGES_FIX.format(package=mismatch) if mismatch else fix
     return _judged("raised-in", category, permanent, evidence, cause, redactor, fix)
 
 

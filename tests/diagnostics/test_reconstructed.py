@@ -15,7 +15,7 @@ from tests.support.scripts import load_script
 GEN_DOCS = load_script("gen_docs")
 
 ROOT = FIXTURES / "reconstructed"
-RIGHT_AT_LEAST = 26757  # of 27135, 2026-12-06, stop 56 (docs/diagnostics.md, "Held-out checks")
+RIGHT_AT_LEAST = 26759  # of 27135, 2026-12-06, stop 56 (docs/diagnostics.md, "Held-out checks")
 # A writer's label the real corpus contradicts, where the verdict follows the corpus: kept
 # as written (and counted wrong), but not a breach of the safety properties.
 CORPUS_LABELS = {

@@ -297,6 +297,36 @@ def test_an_attribute_accessor_raising_for_its_caller_is_judged_where_it_was_cal
     assert str(both_paths(alone, pack).category) == "other"
 
 
+def test_another_projects_accessor_raising_for_vllms_lookup_is_a_version_mismatch(pack):
+    """vLLM's own code asking a transformers object (its ``__getattr__``) for what the
+    installed transformers lacks (held-out ZA: "Qwen2TokenizerFast has no attribute
+    all_special_tokens_extended"): the two versions do not fit, the same on every start
+    on this image: other, permanent, naming the project; vLLM's own accessor is not
+    another project's, and the exception line cut says nothing."""
+    accessor = frame("transformers/tokenization_utils_base.py", "__getattr__")
+    lines = [
+        "Traceback (most recent call last):",
+        frame("vllm/engine/llm_engine.py", "__init__"),
+        frame("vllm/transformers_utils/tokenizer.py", "get_cached_tokenizer"),
+        accessor,
+        '    raise AttributeError(f"{self.__class__.__name__} has no attribute {key}")',
+        "AttributeError: Qwen2TokenizerFast has no attribute all_special_tokens_extended",
+    ]
+    diagnosis = both_paths(lines, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("other", State.FAILED_PERMANENT)
+    assert "asking transformers for what its installed version lacks" in (diagnosis.cause or "")
+    assert "transformers version this vLLM release requires" in (diagnosis.fix or "")
+    # another exception type through the accessor: no such judgement
+    other = [*lines[:-1], "RuntimeError: Qwen2TokenizerFast failed"]
+    assert both_paths(other, pack).state is not State.FAILED_PERMANENT
+    # the message cut: the accessor's raise line still shows the type
+    assert both_paths(lines[:-1], pack).state is State.FAILED_PERMANENT
+    # vLLM's own accessor (its envs module's __getattr__), and the paste cut at the frame
+    own = [*lines[:3], frame("vllm/envs.py", "__getattr__"), *lines[4:]]
+    assert "installed version lacks" not in (both_paths(own, pack).cause or "")
+    assert both_paths(lines[:-2], pack).state is not State.FAILED_PERMANENT
+
+
 def test_a_specific_cause_raised_in_the_repositorys_code_keeps_its_category(pack):
     lines = [
         "Traceback (most recent call last):",
