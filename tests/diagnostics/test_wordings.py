@@ -3084,6 +3084,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # Docker's daemon refusing to publish the port (held-out ZJ: another container on
+    # 8000): the port in use, not a start under way
+    (
+        [
+            "docker: Error response from daemon: driver failed programming external "
+            "connectivity on endpoint vllm-qwen (e3a9c1f07b2d): Bind for 0.0.0.0:8000 "
+            "failed: port is already allocated."
+        ],
+        "other",
+        False,
+    ),
 ]
 
 
