@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from diagnostics.classify.normalize import ISO_TIME
+from diagnostics.classify.normalize import ISO_TIME, strip_ansi
 
 # A compose line: the service's name (its instance number apart; a letter first, so a
 # paste's line numbers, "12 | ...", are not names), padding, the gutter; after any colour
@@ -107,7 +107,9 @@ class Services:
         self.section: str | None = None  # the file named by the last tail/head header
 
     def foreign(self, line: str) -> bool:
-        """Whether ``line`` is another service's (and is to be left out)."""
+        """Whether ``line`` is another service's (and is to be left out). Compose colours
+        each service's name on a terminal: a paste may keep the colour codes."""
+        line = strip_ansi(line) if "\x1b" in line else line
         if line.startswith("==> ") and (header := SECTION.match(line)):
             self.section, self.current = header.group("name"), None
             if _stem(self.section) in {_stem(name) for name in self.vllm}:
@@ -164,7 +166,7 @@ def _stem(name: str) -> str:
 
 def service_of(line: str) -> str | None:
     """The service ``line`` is printed under, or None (no service's name)."""
-    found = _service(line)
+    found = _service(strip_ansi(line) if "\x1b" in line else line)
     return None if found is None else _name(found)
 
 

@@ -41,6 +41,23 @@ def test_another_services_ready_and_errors_are_not_vllms(exit_line):
     )
 
 
+def _coloured(line: str, colour: str) -> str:
+    """``line`` as compose prints it on a terminal: its service's name and gutter in
+    colour (a paste that kept the codes)."""
+    name, bar, rest = line.partition("| ")
+    return f"\x1b[{colour}m{name}|\x1b[0m {rest}" if bar else f"\x1b[{colour}m{line}\x1b[0m"
+
+
+@pytest.mark.parametrize("exit_line", [[], ["vllm-1 exited with code 1"]], ids=["cut", "exit"])
+def test_services_are_told_apart_with_compose_colours_kept(exit_line):
+    """(held-out ZN: the web UI's "Name or service not known" after vLLM exited on a repo
+    that does not exist was the verdict while the colour codes hid the services' names)"""
+    vllm = [_coloured(line, "36") for line in [*START, *FAILURE, *exit_line]]
+    ui = [_coloured(line, "33") for line in [*UI_UP, UI_CANNOT_CONNECT]]
+    diagnosis = both_paths([*vllm, *ui])
+    assert diagnosis.rule == "max-model-len-above-model-limit"
+
+
 def test_another_services_exit_is_not_vllms():
     """compose's own report that another service exited (an eval client that died on its
     requests' answers) says nothing of vLLM's start, which came up; vLLM's own exit does."""
