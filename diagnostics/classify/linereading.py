@@ -4,6 +4,7 @@ same words) is read once (:func:`read_line`)."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -20,6 +21,11 @@ _MEMO_SIZE = 4096
 PHASE, RULE, HEADER_CLASS, SEEN = range(4)
 
 _NOT_SEEN = frozenset({"phase", "rule", "reshaped", "error_level"})
+
+# A Python ``except`` clause, as a traceback's code lines show it (IPython's context
+# lines and pytest's under their line numbers): source that catches an exception, never
+# a message of one (``except GatedRepoError as e:`` is no refusal of the hub).
+_EXCEPT_CLAUSE = re.compile(r"^\s*(?:-*>\s*)?(?:\d+\s+)?except\b[^:]*:\s*(?:#.*)?$")
 
 
 class Reading(NamedTuple):
@@ -79,7 +85,7 @@ def _read(pack: RulePack, line: str) -> Reading | None:
     # and given a str its wrapper encodes it and maps every offset back, 2/3 of a search)
     encoded = text.encode("utf-8", "surrogateescape")
     ids = raw if text == clean else hit_ids(pack, encoded)  # no prefix stripped: the same
-    if not ids or access_line(text):
+    if not ids or access_line(text) or _EXCEPT_CLAUSE.match(text):
         return Reading(error_level, text, clean, ()) if error_level else None
     clean = clean_raw(line) if plain else clean
     patterns = pack.patterns

@@ -582,3 +582,19 @@ def test_a_code_line_raising_a_connection_error_is_not_a_network_fault():
         "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443)"
     )
     assert _stream([*lines, raised]).rule == "hub-unreachable"
+
+
+@pytest.mark.parametrize(
+    "clause",
+    [
+        "    412 except GatedRepoError as e:",  # IPython's context line, its line number
+        "        except GatedRepoError as e:",  # pytest's and a standard traceback's
+        "--> 98      except (OSError, GatedRepoError):  # the hub's refusal",
+    ],
+)
+def test_an_except_clause_is_source_not_a_message(clause):
+    """(held-out ZI: an IPython traceback's context lines show the code that catches the
+    hub's refusal, above the repository-not-found the hub answered)"""
+    assert both_paths(["Traceback (most recent call last):", clause]).category != "gated_model"
+    refused = "huggingface_hub.errors.GatedRepoError: 403 Client Error."
+    assert both_paths([clause, refused]).evidence.text == refused
