@@ -3095,6 +3095,31 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # A platform's health check killing a slow start (held-out ZR): Cloud Run's startup
+    # probe and its deploy's summary, ECS's load balancer, Kubernetes' startup probe
+    *(
+        (
+            [
+                "INFO 05-12 09:14:41 [weight_utils.py:265] Using model weights format "
+                "['*.safetensors']",
+                line,
+            ],
+            "other",
+            False,
+        )
+        for line in (
+            '2025-05-12T09:18:23.004117Z\tSTARTUP TCP probe failed 1 time consecutively for '
+            'container "vllm-openai-1" on port 8000. The instance was not started.',
+            "ERROR: (gcloud.beta.run.deploy) Revision 'vllm-gemma-00001-w7z' is not ready and "
+            "cannot serve traffic. The user-provided container failed to start and listen on "
+            "the port defined provided by the PORT=8000 environment variable within the "
+            "allocated time",
+            "Task failed ELB health checks in (target-group arn:aws:elasticloadbalancing:"
+            "us-east-1:123456789012:targetgroup/vllm-tg/4c1f2e9d8b7a6c50)\t137",
+            "  Normal   Killing    12s  kubelet  Container vllm failed startup probe, will be "
+            "restarted",
+        )
+    ),
 ]
 
 
