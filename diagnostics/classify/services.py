@@ -117,8 +117,8 @@ class Services:
             return False
         if ".py::" in line and (test := _TEST_LINE.match(line)):
             self.section = test.group("name")  # the test's own lines follow (its server's)
-        if (ended := _COMPOSE_EXIT.match(line)) is not None:  # another service's exit
-            name = ended.group("name")
+        if (ended := _COMPOSE_EXIT.match(line)) is not None:  # a service's exit: its line
+            name = self.current = ended.group("name")
             return bool(self.vllm) and name not in self.vllm and not _for_vllm(name)
         found = _service(line)
         name = None if found is None else _name(found)

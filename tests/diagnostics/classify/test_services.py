@@ -123,6 +123,14 @@ def test_one_vllm_services_ready_marker_does_not_clear_anothers_failure(lines, s
         assert diagnosis.rule == "gpu-free-memory-below-utilization"
 
 
+def test_a_vllm_services_exit_is_its_own_though_another_comes_up_after_it():
+    """(held-out ZW: one vLLM service killed with 137 while loading, compose's report of
+    its exit its only end, the other vLLM service up after it)"""
+    loading = "Loading safetensors checkpoint shards:  33% Completed | 1/3"
+    lines = [CHAT_FAILS[0], loading, "vllm-chat-1 exited with code 137", *EMBED_UP]
+    assert both_paths(lines).rule == "process-sigkilled"
+
+
 def test_before_vllm_shows_itself_and_in_one_service_nothing_is_left_out():
     # a paste of one service's lines only, vLLM's header never shown
     lines = [f"{UI}INFO:     Application startup complete."]
