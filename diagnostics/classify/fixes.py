@@ -31,13 +31,15 @@ _FIX = {
     Category.CUDA_FAULT: "A restart on another host may help.",
 }
 _OTHER_FIX = "A restart may help; the attached output names what failed."
-# Raised in a model repository's own code (REPOSITORY_CODE): it ran, so it was trusted.
+# vLLM's own code asking another project's object for what its version lacks
+# (provenance, verdict.judged_by_origin): the image's two versions do not fit.
 PACKAGES_FIX = (
     "vLLM and the {package} installed beside it are of versions that do not fit: install "
     "the {package} version this vLLM release requires (vLLM's own image pins it), or a "
     "vLLM release made for the installed {package}. A restart on the same image fails the "
     "same way."
 )
+# Raised in a model repository's own code (REPOSITORY_CODE): it ran, so it was trusted.
 REPOSITORY_FIX = (
     "The model repository's own code (run with TRUST_REMOTE_CODE) fails with this image's "
     "transformers or vLLM: pin a revision of the model whose code works with them "
