@@ -3108,7 +3108,7 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             False,
         )
         for line in (
-            '2025-05-12T09:18:23.004117Z\tSTARTUP TCP probe failed 1 time consecutively for '
+            "2025-05-12T09:18:23.004117Z\tSTARTUP TCP probe failed 1 time consecutively for "
             'container "vllm-openai-1" on port 8000. The instance was not started.',
             "ERROR: (gcloud.beta.run.deploy) Revision 'vllm-gemma-00001-w7z' is not ready and "
             "cannot serve traffic. The user-provided container failed to start and listen on "
