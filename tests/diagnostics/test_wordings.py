@@ -3120,6 +3120,31 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             "restarted",
         )
     ),
+    # The host's GPU stack refusing the container (held-out ZZ): runc failing to mount a
+    # driver library a stale CDI spec names; Kubernetes admitting a pod whose GPUs the
+    # device plugin marked unhealthy after an Xid
+    (
+        [
+            "Error response from daemon: failed to create task for container: failed to "
+            "create shim task: OCI runtime create failed: runc create failed: unable to start "
+            'container process: error during container init: error mounting "/usr/lib/'
+            'x86_64-linux-gnu/libcuda.so.535.183.01" to rootfs at "/usr/lib/x86_64-linux-gnu/'
+            'libcuda.so.535.183.01": no such file or directory: unknown'
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "I0312 06:41:07.283198       1 health.go:177] XidCriticalError: Xid=48 on "
+            "Device=GPU-3b7d0e1f-92c4-4a6e-8f15-c0d2e9a7b613; marking device as unhealthy.",
+            "  Warning  UnexpectedAdmissionError  15s   kubelet            Allocate failed due "
+            "to requested number of devices unavailable for nvidia.com/gpu. Requested: 2, "
+            "Available: 1, which is unexpected",
+        ],
+        "cuda_fault",
+        False,
+    ),
 ]
 
 
