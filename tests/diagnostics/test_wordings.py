@@ -3145,6 +3145,18 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # ROCm's HSA runtime aborting a queue (held-out AAE: an MI250X's profile run)
+    (
+        [
+            ":0:rocdevice.cpp            :2875: 2418831062 us: [pid:2231  tid:0x7f36d27fc640] "
+            "Callback: Queue 0x7f2dc4a00000 aborting with error : "
+            "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory "
+            "beyond the largest legal address. code: 0x29",
+            "RuntimeError: Engine core initialization failed. See root cause above.",
+        ],
+        "cuda_fault",
+        False,
+    ),
 ]
 
 
