@@ -3157,6 +3157,26 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # Weight files (held-out ZX): safetensors' own error quoting a shard's path in double
+    # quotes (a folder copied with dangling symlinks: the files are not there); torch's
+    # read past a truncated .bin's end (an interrupted download)
+    (
+        [
+            "(EngineCore_DP0 pid=203) ERROR 10-14 21:17:40 [core.py:708] FileNotFoundError: "
+            'No such file or directory: "/models/Qwen3-8B/model-00001-of-00005.safetensors"'
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        [
+            "    typed_storage._untyped_storage._set_from_file(",
+            "RuntimeError: unexpected EOF, expected 6291456 more bytes. The file might be "
+            "corrupted.",
+        ],
+        "network",
+        False,
+    ),
 ]
 
 
