@@ -109,7 +109,7 @@ class Services:
     def foreign(self, line: str) -> bool:
         """Whether ``line`` is another service's (and is to be left out). Compose colours
         each service's name on a terminal: a paste may keep the colour codes."""
-        line = strip_ansi(line) if "\x1b" in line else line
+        line = _uncoloured(line)
         if line.startswith("==> ") and (header := SECTION.match(line)):
             self.section, self.current = header.group("name"), None
             if _stem(self.section) in {_stem(name) for name in self.vllm}:
@@ -166,8 +166,13 @@ def _stem(name: str) -> str:
 
 def service_of(line: str) -> str | None:
     """The service ``line`` is printed under, or None (no service's name)."""
-    found = _service(strip_ansi(line) if "\x1b" in line else line)
+    found = _service(_uncoloured(line))
     return None if found is None else _name(found)
+
+
+def _uncoloured(line: str) -> str:
+    """``line`` without colour codes (compose colours a service's name on a terminal)."""
+    return strip_ansi(line) if "\x1b" in line else line
 
 
 def _service(line: str) -> re.Match[str] | None:

@@ -12,6 +12,7 @@ import functools
 import io
 import json
 import multiprocessing
+import os
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -63,13 +64,19 @@ def load_manifest(root: Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+def spare_cores(limit: int = 4) -> int:
+    """The processes to score a large set in: one per core this process may run on, at
+    most ``limit`` (each loads the pack: more than a few cost more than they save)."""
+    return min(limit, len(os.sched_getaffinity(0)))
+
+
 def score(root: Path, pack: RulePack | None = None, processes: int = 1) -> list[Scored]:
     """Every log of ``root``'s manifest diagnosed with ``pack`` (the shipped pack when
     None), in the manifest's order. ``processes`` > 1 splits the logs among that many
     fresh processes, each loading the shipped pack (a pack given here cannot travel)."""
     entries = load_manifest(root)
     if processes <= 1:
-        used = pack if pack is not None else load_pack()
+        used = pack if pack is not None else _shipped()
         return [_scored(root, entry, used) for entry in entries]
     if pack is not None:
         raise ValueError("scoring in several processes reads with the shipped pack only")

@@ -6,9 +6,7 @@ set was added."""
 
 from __future__ import annotations
 
-import os
-
-from diagnostics.command.accuracy import score
+from diagnostics.command.accuracy import score, spare_cores
 from tests.diagnostics.cases import FIXTURES
 from tests.support.scripts import load_script
 
@@ -63,7 +61,7 @@ LEFT_MISSED = {
 
 def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     # (in a process per core, up to 4: alone the set is a third of the quick suite's time)
-    results = score(ROOT, processes=min(4, len(os.sched_getaffinity(0))))
+    results = score(ROOT, processes=spare_cores())
     assert len(results) == 28095
     breaches = [r.file for r in results if r.transient_called_permanent]
     assert [f for f in breaches if f not in CORPUS_LABELS | LEFT] == []
