@@ -100,7 +100,7 @@ class Raising:
         if hit.line == self.raised or (
             self.raised is None
             and code.line < hit.line <= code.line + RAISED_WITHIN
-            and _EXCEPTION_LINE.match(hit.text.lstrip())
+            and _raised_by(code.text, hit.text.lstrip())
         ):
             self.raised = hit.line
             return hit._replace(at=code.at)
@@ -284,7 +284,24 @@ _TRACEBACK_LINES = ("Traceback (most recent call last)", 'File "')
 # most lines the exception line it raised follows it by (the statement's other lines, the
 # position markers of Python 3.11+).
 RAISED_WITHIN = 4
-_RAISE_CODE = re.compile(r"^\s*raise [A-Za-z_][\w.]*\(")
+_RAISE_CODE = re.compile(r"^\s*raise (?P<name>[A-Za-z_][\w.]*)\(")
 
 # An exception line (not after a line cut at a terminal's width).
 _EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\([\w.]+\))?: ")
+
+_DOTTED = re.compile(r"[\w.]+")
+
+
+def _raised_by(code: str, line: str) -> bool:
+    """Whether ``line`` reads as an exception line under the raise statement ``code``:
+    any ``...Error:``/``...Exception:`` line, or one of the class the statement names,
+    whatever its name ends in (huggingface_hub's ``OfflineModeIsEnabled``, a
+    ``...Warning`` raised as an error)."""
+    if _EXCEPTION_LINE.match(line):
+        return True
+    raised = _RAISE_CODE.match(code)
+    if raised is None:
+        return False
+    name = raised["name"].rpartition(".")[2]
+    head, sep, _ = line.partition(": ")
+    return bool(sep) and head.rpartition(".")[2] == name and _DOTTED.fullmatch(head) is not None

@@ -91,3 +91,32 @@ def test_a_better_rank_on_a_line_between_is_not_moved():
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     verdict = both_paths([*traceback(NCCL_FRAME, NCCL_CODE), oom, NCCL_RAISED])
     assert verdict.category is Category.OOM
+
+
+HUB_FRAME = (
+    '  File "/opt/venv/lib/python3.11/site-packages/huggingface_hub/utils/_http.py", '
+    "line 106, in send"
+)
+HUB_CODE = "    raise OfflineModeIsEnabled("
+HUB_RAISED = (
+    "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/"
+    "org/model/resolve/main/config.json: offline mode is enabled. To disable it, please "
+    "unset the `HF_HUB_OFFLINE` environment variable."
+)
+
+
+@pytest.mark.parametrize("qualified", [True, False], ids=["qualified", "bare-name"])
+def test_the_exception_line_of_the_class_the_statement_names_is_the_event(qualified):
+    """An exception class whose name ends in neither Error nor Exception: its line under
+    the statement that raised it is still that statement's exception line."""
+    raised = HUB_RAISED if qualified else HUB_RAISED.removeprefix("huggingface_hub.errors.")
+    verdict = both_paths(traceback(HUB_FRAME, HUB_CODE, CARETS, raised))
+    assert (verdict.rule, verdict.category) == ("hub-offline-cache-miss", Category.NETWORK)
+    assert verdict.evidence is not None and verdict.evidence.text == raised
+
+
+def test_a_line_of_another_class_under_the_statement_is_not_its_exception_line():
+    other = "huggingface_hub.errors.SomethingElse: Cannot reach the hub: offline mode is enabled"
+    verdict = both_paths(traceback(HUB_FRAME, HUB_CODE, other))
+    assert verdict.rule == "hub-offline-cache-miss"
+    assert verdict.evidence is not None and verdict.evidence.text == HUB_CODE
