@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
+from diagnostics.classify.linereading import EXCEPTION_LINE, RAISE_CODE, logged_repr, raised_by
 from diagnostics.classify.normalize import wrapped_at_width
 from diagnostics.classify.progress import Origin, Progress, warned
 from diagnostics.classify.told import told
@@ -89,7 +90,7 @@ class Raising:
 
     def note(self, best: Hit) -> None:
         """``best`` is the best finding now: a code line's, whose exception may follow."""
-        if _RAISE_CODE.match(best.text):
+        if RAISE_CODE.match(best.text):
             self.code, self.raised = best, None
 
     def place(self, hit: Hit) -> Hit:
@@ -100,7 +101,7 @@ class Raising:
         if hit.line == self.raised or (
             self.raised is None
             and code.line < hit.line <= code.line + RAISED_WITHIN
-            and _raised_by(code.text, hit.text.lstrip())
+            and raised_by(code.text, hit.text.lstrip())
         ):
             self.raised = hit.line
             return hit._replace(at=code.at)
@@ -246,10 +247,10 @@ class Findings:
         limit = lines - 1
         # after an exception line, another one is the next exception, not its message
         # (after a `raise X(` code line, it is the exception that line raised)
-        following = not cut and _EXCEPTION_LINE.match(hit.text.lstrip())
+        following = not cut and EXCEPTION_LINE.match(hit.text.lstrip())
         new = (
             _RECORD.match(line)
-            or (following and _EXCEPTION_LINE.match(line))
+            or (following and EXCEPTION_LINE.match(line))
             or line.lstrip().startswith(_TRACEBACK_LINES)  # the record's traceback follows
         )
         if line.rstrip() == text and len(hit.following) < limit and not new:
@@ -266,42 +267,10 @@ _RECORD = re.compile(
 )
 
 
-def logged_repr(text: str, clean: str) -> bool:
-    """Whether ``clean`` logs an exception as its repr (``X('msg')``, which normalising
-    reshaped into ``text``, ``X: msg``). vLLM 0.6's engine logs an exception so and then
-    its traceback: read first, the repr has no frames, so provenance could not judge a
-    generic exception; like an IPython header it stands for that traceback's exception
-    line, which takes its place (Findings.consider)."""
-    exc, sep, _ = text.partition(": ")
-    return bool(sep) and clean.endswith(("')", '")')) and f"{exc.lstrip()}(" in clean
-
-
 # A traceback's header or frame: never the message going on.
 _TRACEBACK_LINES = ("Traceback (most recent call last)", 'File "')
 
 
-# The code line of a raise statement, as a traceback prints it under its frame, and the
-# most lines the exception line it raised follows it by (the statement's other lines, the
-# position markers of Python 3.11+).
+# The most lines the exception line a ``raise X(`` code line raised follows it by (the
+# statement's other lines, the position markers of Python 3.11+).
 RAISED_WITHIN = 4
-_RAISE_CODE = re.compile(r"^\s*raise (?P<name>[A-Za-z_][\w.]*)\(")
-
-# An exception line (not after a line cut at a terminal's width).
-_EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\([\w.]+\))?: ")
-
-_DOTTED = re.compile(r"[\w.]+")
-
-
-def _raised_by(code: str, line: str) -> bool:
-    """Whether ``line`` reads as an exception line under the raise statement ``code``:
-    any ``...Error:``/``...Exception:`` line, or one of the class the statement names,
-    whatever its name ends in (huggingface_hub's ``OfflineModeIsEnabled``, a
-    ``...Warning`` raised as an error)."""
-    if _EXCEPTION_LINE.match(line):
-        return True
-    raised = _RAISE_CODE.match(code)
-    if raised is None:
-        return False
-    name = raised["name"].rpartition(".")[2]
-    head, sep, _ = line.partition(": ")
-    return bool(sep) and head.rpartition(".")[2] == name and _DOTTED.fullmatch(head) is not None

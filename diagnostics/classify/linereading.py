@@ -117,3 +117,38 @@ def _seen(pattern: Pattern, text: bytes) -> bool:
     return pattern.kind not in _NOT_SEEN and (
         pattern.kind != "after" or pattern.regex.search(text) is not None
     )
+
+
+# Line shapes the findings read (diagnostics.classify.findings). The code line of a raise
+# statement, as a traceback prints it under its frame:
+RAISE_CODE = re.compile(r"^\s*raise (?P<name>[A-Za-z_][\w.]*)\(")
+
+# An exception line (not after a line cut at a terminal's width).
+EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\([\w.]+\))?: ")
+
+_DOTTED = re.compile(r"[\w.]+")
+
+
+def raised_by(code: str, line: str) -> bool:
+    """Whether ``line`` reads as an exception line under the raise statement ``code``:
+    any ``...Error:``/``...Exception:`` line, or one of the class the statement names,
+    whatever its name ends in (huggingface_hub's ``OfflineModeIsEnabled``, a
+    ``...Warning`` raised as an error)."""
+    if EXCEPTION_LINE.match(line):
+        return True
+    raised = RAISE_CODE.match(code)
+    if raised is None:
+        return False
+    name = raised["name"].rpartition(".")[2]
+    head, sep, _ = line.partition(": ")
+    return bool(sep) and head.rpartition(".")[2] == name and _DOTTED.fullmatch(head) is not None
+
+
+def logged_repr(text: str, clean: str) -> bool:
+    """Whether ``clean`` logs an exception as its repr (``X('msg')``, which normalising
+    reshaped into ``text``, ``X: msg``). vLLM 0.6's engine logs an exception so and then
+    its traceback: read first, the repr has no frames, so provenance could not judge a
+    generic exception; like an IPython header it stands for that traceback's exception
+    line, which takes its place (Findings.consider)."""
+    exc, sep, _ = text.partition(": ")
+    return bool(sep) and clean.endswith(("')", '")')) and f"{exc.lstrip()}(" in clean

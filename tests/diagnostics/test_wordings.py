@@ -3177,6 +3177,37 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "network",
         False,
     ),
+    # A setting refused for another setting (issue 21, section 4: a load format or backend
+    # the other choice does not support): the values the user chose, bad_config, wherever
+    # it is raised (held-out AAS, AAT); a setting refused for the GPU stays a requirement.
+    (
+        [
+            "(EngineCore_DP0 pid=203) ERROR 10-14 15:32:00 [core.py:708] ValueError: "
+            "CUDAGraphMode.FULL is not supported with FlexAttentionMetadataBuilder backend "
+            "(support: AttentionCGSupport.NEVER) ; please try cudagraph_mode=PIECEWISE, and "
+            "make sure compilation mode is VLLM_COMPILE"
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        ["ValueError: Model loader extra config is not supported for load format LoadFormat.AUTO"],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ValueError: BitsAndBytes load format and QLoRA adapter only support "
+            "'bitsandbytes' quantization, but got None"
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        ["ValueError: The quantization method fp8 is not supported for the current GPU."],
+        "model_requirement",
+        True,
+    ),
 ]
 
 

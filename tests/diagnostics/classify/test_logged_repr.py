@@ -6,7 +6,7 @@ model repository's tokenizer code failing with this transformers). Both paths.""
 
 from __future__ import annotations
 
-from diagnostics.classify.findings import logged_repr
+from diagnostics.classify.linereading import logged_repr
 from diagnostics.model import Category, State
 from tests.support.packs import both_paths
 
