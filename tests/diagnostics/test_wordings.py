@@ -3328,3 +3328,26 @@ def test_a_persons_words_about_a_cuda_error_are_not_one():
     ):
         diagnosis = classify_stream(io.BytesIO(printed.encode()), PACK)
         assert diagnosis.category is not None and diagnosis.failed, printed
+
+
+def test_a_liveness_probes_failures_are_no_kill_until_kubelet_restarts_the_container():
+    """kubelet records each failed liveness probe as an event; it kills the container
+    only at the probe's threshold, and says so ("failed liveness probe, will be
+    restarted"). Failures alone, while the weights download: a start under way (held-out
+    AAP)."""
+    lines = [
+        "  Warning  Unhealthy  2s (x37 over 5m52s)   kubelet  Liveness probe failed: Get "
+        '"http://10.244.1.17:8000/health": dial tcp 10.244.1.17:8000: connect: connection '
+        "refused",
+        "INFO 04-22 09:15:11 [weight_utils.py:265] Using model weights format ['*.safetensors']",
+        "model-00003-of-00030.safetensors:  37%|███▋      | 1.84G/4.97G [01:36<02:44, 19.0MB/s]",
+    ]
+    verdict = classify_stream(io.BytesIO("\n".join(lines).encode()), PACK)
+    assert not verdict.failed
+    killed = [
+        *lines,
+        "  Normal   Killing    4m2s (x3 over 16m)   kubelet  Container vllm failed liveness "
+        "probe, will be restarted",
+    ]
+    verdict = classify_stream(io.BytesIO("\n".join(killed).encode()), PACK)
+    assert (verdict.rule, verdict.permanent) == ("killed-by-liveness-probe", False)
