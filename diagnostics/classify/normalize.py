@@ -116,6 +116,8 @@ _PREFIXES = re.compile(
     | (?:>[ \t]?)+                                                  # quoted in a reply ("> ")
     | \s{0,6}\d{1,6}(?:[ \t]*[|\u2502][ \t]?|:[ \t]|\t)                 # pasted line numbers
     | \d{1,6}(?:\.\d+)?s\t                                           # Kaggle's seconds, a tab
+    # DJL Serving (SageMaker's LMI containers): its tag of the Python process's output
+    | (?:DEBUG|INFO|WARN|ERROR)\s+PyProcess\ W-[\w.\-]{1,100}-std(?:out|err):\ ?
     # vLLM's own header: LEVEL MM-DD HH:MM:SS [file.py:N] (V0: without the "[")
     | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+
       \[?[\w.\-]+\.py:\d+\]\s?

@@ -50,6 +50,10 @@ MSG = "ValueError: No available memory for the cache blocks."
         f"vllm-7b-5f7d9c6b8-qjx2m vllm {MSG}",
         # a Kaggle notebook's log export: seconds since the start, the line's number
         f"74.6s\t6\t{MSG}",
+        # DJL Serving (SageMaker's LMI containers) tagging its Python process's output
+        f"WARN  PyProcess W-127-model-stderr: {MSG}",
+        f"2024-09-05T16:23:13.922+00:00\tINFO  PyProcess W-218-model-stdout: ERROR 09-05 "
+        f"16:23:13 worker_base.py:145] {MSG}",
     ],
 )
 def test_prefixes_are_stripped(raw):
@@ -70,6 +74,9 @@ def test_traceback_indentation_is_kept():
         '(EngineCore pid=5) ERROR 11-29 17:19:17 [core.py:1]   File "/x/vllm/models/a.py", line 3'
     )
     assert normalize(line) == '  File "/x/vllm/models/a.py", line 3'
+    assert normalize("WARN  PyProcess W-127-model-stderr:     raise RuntimeError(") == (
+        "    raise RuntimeError("
+    )
 
 
 def test_clean_raw_keeps_prefixes_but_not_colours():
