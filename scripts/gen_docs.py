@@ -84,7 +84,7 @@ def _accuracy(pack, names: tuple[str, ...]) -> str:
         if not (root / "manifest.jsonl").exists():
             continue
         shaped = score_variants(root, pack) if name not in AS_WRITTEN else []
-        # (the reconstructed set, 28,000 logs, in a process per core, each with the
+        # (the reconstructed set, about 30,000 logs, in a process per core, each with the
         # shipped pack; the small real sets here, without the processes' start)
         large = name == RECONSTRUCTED
         results = score(root, processes=spare_cores()) if large else score(root, pack)
