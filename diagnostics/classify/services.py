@@ -15,8 +15,11 @@ worker's ``date | INFO | stdout | ``); once one
 is known, lines under the name of a
 service that never showed it are left out. Before that (and in a log of one service)
 nothing is left out. Lines without a service name (compose's own ``vllm-1 exited with
-code 1``) are kept. One vLLM service's ready marker does not clear another's failure
-(a project's embedding server up, its chat server failed: the log shows a failure). The
+code 1``) are kept, and so is a process supervisor's report of a program's end
+wherever it is printed (supervisord's ``exited: vllm (terminated by SIGKILL; ...)`` in
+its own log's file): it is about the program it names. One vLLM service's ready marker
+does not clear another's failure (a project's embedding server up, its chat server
+failed: the log shows a failure). The
 fast path does not restart at a ready marker under a service's name
 (``diagnostics.scanning.readyseek``): whose it is shows only in the lines before.
 
@@ -54,6 +57,15 @@ _SERVICE = re.compile(
 # docker compose's own report that a service's container exited ("eval-1 exited with
 # code 1"): about that service, printed without its gutter.
 _COMPOSE_EXIT = re.compile(r"^\s*(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)? exited with code \d+")
+# A process supervisor's report of its program's end, in the supervisor's own log (a
+# tail of several files shows it under supervisord.log's header): supervisord's
+# "exited: vllm (terminated by SIGKILL; not expected)", "gave up: vllm entered FATAL
+# state", systemd's "vllm.service: Main process exited, code=killed". About the program
+# it names, as compose's exit line is about its service.
+_RUNNER_EXIT = re.compile(
+    r"\b(?:exited|stopped|gave up): (?P<program>[A-Za-z][\w.\-:]{0,63}) (?:\(|entered FATAL)"
+    r"|\b(?P<unit>[A-Za-z][\w@.\-]{0,63})\.service: (?:Main process exited|Failed with result)"
+)
 # What a tagged or prefixed line can start with (a digit: a time before the name).
 _TAG_STARTS = frozenset(" \t>[\x1b")
 # A Procfile runner's own lines (honcho's, foreman's "system | vllm.1 stopped (rc=-9)"):
@@ -120,6 +132,10 @@ class Services:
         if (ended := _COMPOSE_EXIT.match(line)) is not None:  # a service's exit: its line
             name = self.current = ended.group("name")
             return bool(self.vllm) and name not in self.vllm and not _for_vllm(name)
+        if (": " in line) and (report := _RUNNER_EXIT.search(line)) is not None:
+            # a supervisor's report of a program's end: the program's line, wherever shown
+            name = self.current = report.group("program") or report.group("unit")
+            return bool(self.vllm) and not self._vllms(name)
         found = _service(line)
         name = None if found is None else _name(found)
         at = 0 if found is None else found.end()
@@ -139,6 +155,15 @@ class Services:
             self.vllm.add(name)
             return False
         return bool(self.vllm)
+
+    def _vllms(self, program: str) -> bool:
+        """Whether a supervisor's ``program`` is a vLLM service: named for vLLM, or the
+        name of a vLLM service or of the file a vLLM section was read from
+        (``/var/log/supervisor/chat.log``; supervisord's ``chat-stdout---supervisor-x.log``)."""
+        if program in self.vllm or _for_vllm(program):
+            return True
+        files = {re.split(r"[/\\]", name)[-1] for name in self.vllm}
+        return any(_stem(file) == program or file.startswith(f"{program}-") for file in files)
 
     def apart(self, other: str, read_under: str | None = None) -> bool:
         """Whether the line read last and the raw line ``other`` (read under the service

@@ -158,3 +158,67 @@ def test_another_tests_server_up_does_not_answer_a_tests_failed_start(timed):
     # the start answered
     retried = both_paths([FIRST_TEST, *VLLM, *VLLM_UP, "PASSED"])
     assert retried.state is State.READY
+
+
+LOADING = [
+    "INFO 02-11 03:12:52 api_server.py:838] vLLM API server version 0.7.2",
+    "INFO 02-11 03:13:04 weight_utils.py:252] Using model weights format ['*.safetensors']",
+    "Loading safetensors checkpoint shards:  44% Completed | 4/9 [00:33<00:42,  8.49s/it]",
+]
+SUPERVISOR = [
+    "2025-02-11 03:12:40,118 INFO spawned: '{program}' with pid 41",
+    "2025-02-11 03:12:40,121 INFO spawned: 'webui' with pid 42",
+    "2025-02-11 03:12:50,231 INFO success: {program} entered RUNNING state, process has "
+    "stayed up for > than 10 seconds (startsecs)",
+]
+
+
+@pytest.mark.parametrize(
+    ("vllm_file", "program", "report", "rule"),
+    [
+        # supervisord's own log under its header (held-out ACD, stop 58)
+        (
+            "vllm.log",
+            "vllm",
+            "INFO exited: {p} (terminated by SIGKILL; not expected)",
+            "process-sigkilled",
+        ),
+        # a program not named for vLLM, whose file vLLM's lines showed to be vLLM's
+        (
+            "chat.log",
+            "chat",
+            "INFO exited: {p} (terminated by SIGKILL; not expected)",
+            "process-sigkilled",
+        ),
+        (
+            "chat-stdout---supervisor-k2x1.log",
+            "chat",
+            "INFO exited: {p} (exit status 1; not expected)",
+            "engine-wrapper",
+        ),
+        # systemd's report in the journal's file
+        (
+            "vllm.log",
+            "vllm",
+            "systemd[1]: {p}.service: Main process exited, code=killed, status=9/KILL",
+            "engine-wrapper",
+        ),
+    ],
+)
+def test_a_supervisors_report_of_vllms_end_in_its_own_file_is_vllms(
+    vllm_file, program, report, rule
+):
+    """A process supervisor's log (supervisord's, systemd's journal) is another program's
+    file, but its report of the program's end is about the program it names, as compose's
+    "vllm-1 exited with code 1" is about its service (diagnostics/classify/services.py):
+    vLLM killed while loading failed the start; another program's end says nothing."""
+    supervisor = [line.format(program=program) for line in SUPERVISOR]
+    ended = f"2025-02-11 03:13:44,902 {report.format(p=program)}"
+    lines = [f"==> /var/log/supervisor/{vllm_file} <==", *LOADING, ""]
+    lines += ["==> /var/log/supervisor/supervisord.log <==", *supervisor, ended]
+    diagnosis = both_paths(lines)
+    assert (diagnosis.rule, diagnosis.failed) == (rule, True)
+    assert diagnosis.evidence is not None and diagnosis.evidence.text.endswith(ended)
+    # the web UI's end, beside vLLM still loading: not vLLM's
+    other = ended.replace(f" {program} ", " webui ").replace(f"{program}.service", "webui.service")
+    assert both_paths([*lines[:-1], other]).state is State.LOADING
