@@ -66,6 +66,8 @@ _RUNNER_EXIT = re.compile(
     r"\b(?:exited|stopped|gave up): (?P<program>[A-Za-z][\w.\-:]{0,63}) (?:\(|entered FATAL)"
     r"|\b(?P<unit>[A-Za-z][\w@.\-]{0,63})\.service: (?:Main process exited|Failed with result)"
 )
+# Its words, found first by a literal search (most lines hold none of them).
+_RUNNER_WORDS = re.compile(r"exited: |stopped: |gave up: |\.service: ")
 # What a tagged or prefixed line can start with (a digit: a time before the name).
 _TAG_STARTS = frozenset(" \t>[\x1b")
 # A Procfile runner's own lines (honcho's, foreman's "system | vllm.1 stopped (rc=-9)"):
@@ -132,7 +134,7 @@ class Services:
         if (ended := _COMPOSE_EXIT.match(line)) is not None:  # a service's exit: its line
             name = self.current = ended.group("name")
             return bool(self.vllm) and name not in self.vllm and not _for_vllm(name)
-        if (": " in line) and (report := _RUNNER_EXIT.search(line)) is not None:
+        if _RUNNER_WORDS.search(line) and (report := _RUNNER_EXIT.search(line)) is not None:
             # a supervisor's report of a program's end: the program's line, wherever shown
             name = self.current = report.group("program") or report.group("unit")
             return bool(self.vllm) and not self._vllms(name)
