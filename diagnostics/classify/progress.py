@@ -163,15 +163,15 @@ class Progress:
     def logged(self, groups: Mapping[str, str | None]) -> None:
         """A phase marker's captures: their last values (``context``); the settings it
         logged, kept by the kind of line
-        (vLLM's arguments as given, ``args``/``model_tag``; its engine's config line,
-        with the values resolved) for the current attempt; the version line, a start's
-        first, begins them anew."""
+        (vLLM's arguments as given, ``args``/``model_tag``, or ``settings_kind``'s name;
+        its engine's config line, with the values resolved) for the current attempt; the
+        version line, a start's first, begins them anew."""
         self.context.update({k: v for k, v in groups.items() if v})
         server = groups.get("server")
         if server and not groups.get("settings"):
             self.settings = {}
-        if settings := groups.get("settings"):
-            self.settings[server or "config"] = settings[:_SETTINGS_KEPT]
+        if settings := (groups.get("settings") or "")[:_SETTINGS_KEPT]:
+            self.settings[server or groups.get("settings_kind") or "config"] = settings
 
     @property
     def where(self) -> tuple[State, str | None, tuple[str, int]]:

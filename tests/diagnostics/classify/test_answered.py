@@ -99,3 +99,42 @@ def test_the_engines_config_line_is_not_compared_with_the_arguments():
     args = "model='meta-llama/Meta-Llama-3-70B-Instruct', dtype='auto'"
     lines = [*_start(args), config, *LOADING, *OOM, *_start(args, 6), *LOADING]
     assert both_paths(lines).category is Category.OOM
+
+
+def _v1_start(args: str, pid: int) -> list[str]:
+    return [
+        f"(APIServer pid={pid}) INFO 08-21 15:07:06 [api_server.py:1805] vLLM API server "
+        "version 0.10.1.1",
+        f"(APIServer pid={pid}) INFO 08-21 15:07:06 [utils.py:326] non-default args: {args}",
+    ]
+
+
+V1_ARGS = (
+    "{'model_tag': 'meta-llama/Llama-3.1-8B-Instruct', 'port': 8010, 'model': "
+    "'meta-llama/Llama-3.1-8B-Instruct', 'gpu_memory_utilization': 0.55, "
+    "'served_model_name': ['llama31']}"
+)
+ENGINE_CONFIG = (
+    "(EngineCore_0 pid=91244) INFO 08-21 15:07:21 [core.py:74] Initializing a V1 LLM engine "
+    "(v0.10.1.1) with config: model='meta-llama/Llama-3.1-8B-Instruct', seed=0, "
+    "served_model_name=llama31, enable_prefix_caching=True"
+)
+KV = [
+    "(EngineCore_0 pid=91244) ERROR 08-21 15:07:42 [core.py:700] ValueError: To serve at "
+    "least one request with the models's max seq len (131072), (16.00 GiB KV cache is "
+    "needed, which is larger than the available KV cache memory (9.47 GiB).",
+    "(APIServer pid=91012) RuntimeError: Engine core initialization failed. See root cause "
+    "above. Failed core proc(s): {}",
+]
+
+
+def test_a_crash_loops_next_start_cut_before_its_engine_config_keeps_the_failure():
+    """V1's non-default args are one kind of line, the engine's config line (the values
+    resolved, written otherwise) another: a restart on the same arguments, cut before its
+    engine logged its config, changed nothing (held-out ACJ, stop 58: the arguments were
+    compared with the earlier attempt's engine config and read as a change)."""
+    lines = [*_v1_start(V1_ARGS, 91012), ENGINE_CONFIG, *KV, *_v1_start(V1_ARGS, 91560)]
+    assert both_paths(lines).category is Category.KV_CACHE
+    changed = V1_ARGS.replace("0.55", "0.9")
+    lines = [*_v1_start(V1_ARGS, 91012), ENGINE_CONFIG, *KV, *_v1_start(changed, 91560)]
+    assert both_paths(lines).state is State.STARTING
