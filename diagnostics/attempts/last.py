@@ -86,6 +86,13 @@ def _network_back(verdict: Diagnosis, later: Diagnosis) -> bool:
     return later.category is Category.GATED_MODEL or later.state is State.LOADING
 
 
+def _device_used(verdict: Diagnosis, later: Diagnosis) -> bool:
+    """Whether the last attempt, still under way, loads the model onto the device that a
+    fault printed before vLLM's first start was about (a job script's "nvidia-smi:
+    command not found"): vLLM found the device and got past it."""
+    return verdict.category is Category.CUDA_FAULT and later.state is State.LOADING
+
+
 def last_attempt_verdict(
     verdict: Diagnosis,
     attempt_line: int | None,
@@ -118,6 +125,8 @@ def last_attempt_verdict(
         # the last attempt (refused a gated repo) after the network had failed
         beyond = later.category in _NOT_THE_FILES or _of_the_image(later)
         back = _network_back(verdict, later)
+        if _device_used(verdict, later):
+            return later  # under way
         if _of_the_image(verdict) or not (
             decisive(later, pack) and (back or (beyond and answered()))
         ):

@@ -420,3 +420,17 @@ def test_what_vllm_printed_above_the_first_start_left_no_folder_empty():
     assert (str(diagnosis.category), diagnosis.evidence.line) == ("model_not_found", 7)
     diagnosis = verdict(["$ python quantize.py", f"torch.OutOfMemoryError: {oom}", *tail])
     assert (str(diagnosis.category), diagnosis.evidence.line) == ("oom", 2)
+
+
+def test_vllm_loading_the_model_after_a_device_fault_above_its_start_got_past_it():
+    """A job script's device check above vLLM's start ("nvidia-smi: command not found":
+    the driver's tools are not on its PATH), then vLLM loading the model onto the GPU:
+    vLLM found the device, the start is under way (held-out ACJ, stop 58). Before the
+    load (vLLM not yet on the device), and when the start then fails on a consequence
+    only, the fault stands."""
+    smi = "/var/spool/slurmd/job4812345/slurm_script: line 19: nvidia-smi: command not found"
+    shards = "Loading safetensors checkpoint shards:  57% Completed | 17/30 [02:45<02:06, 9.76s/it]"
+    assert str(verdict([smi, BANNER, shards]).state) == "loading"
+    assert str(verdict([smi, BANNER]).category) == "cuda_fault"
+    killed = verdict([smi, BANNER, shards, "Killed"])
+    assert killed.failed
