@@ -3241,6 +3241,38 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # vLLM 0.8+'s get_config raising "Invalid repository ID" from a module its lookup
+    # imports, missing from the image (VLLM_USE_MODELSCOPE without modelscope; held-out
+    # ACQ): the image, permanent; the wrapper alone, or after vLLM's own compiled module
+    # missing (a build that says so and goes on), a model not found.
+    (
+        [
+            '  File "/venv/lib/python3.12/site-packages/vllm/transformers_utils/utils.py", line '
+            "44, in modelscope_list_repo_files",
+            "    from modelscope.hub.api import HubApi",
+            "ModuleNotFoundError: No module named 'modelscope'",
+            "",
+            "The above exception was the direct cause of the following exception:",
+            "",
+            "ValueError: Invalid repository ID or local directory specified: "
+            "'Qwen/Qwen2.5-VL-7B-Instruct'.",
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "ModuleNotFoundError: No module named 'vllm._C'",
+            "ValueError: Invalid repository ID or local directory specified: '/models/qwen'.",
+        ],
+        "model_not_found",
+        True,
+    ),
+    (
+        ["ValueError: Invalid repository ID or local directory specified: 'Qwen/Qwen2.5-7B'."],
+        "model_not_found",
+        True,
+    ),
 ]
 
 
