@@ -3273,6 +3273,36 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_not_found",
         True,
     ),
+    # A crash inside NCCL, as the crash's own stack shows it (held-out ACW): faulthandler's
+    # current thread, most recent call first, in vLLM's NCCL binding; gdb's frame of
+    # libnccl. gdb's report of the signal alone: a crash of no named cause.
+    (
+        [
+            "Fatal Python error: Segmentation fault",
+            "",
+            "Current thread 0x00007f1c9a7e4740 (most recent call first):",
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/distributed/device_'
+            'communicators/pynccl_wrapper.py", line 309 in ncclCommInitRank',
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/distributed/device_'
+            'communicators/pynccl.py", line 99 in __init__',
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            'Thread 1 "python3" received signal SIGSEGV, Segmentation fault.',
+            "0x00007ffe6a9c3b1e in ncclTopoGetXmlFromSys(ncclXmlNode*, ncclXml*) () from "
+            "/venv/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2",
+            "(gdb) bt",
+            "#0  0x00007ffe6a9c3b1e in ncclTopoGetXmlFromSys(ncclXmlNode*, ncclXml*) () from "
+            "/venv/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (['Thread 1 "python3" received signal SIGSEGV, Segmentation fault.'], "other", False),
+    (["Program terminated with signal SIGABRT, Aborted."], "other", False),
 ]
 
 
