@@ -3303,6 +3303,15 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     ),
     (['Thread 1 "python3" received signal SIGSEGV, Segmentation fault.'], "other", False),
     (["Program terminated with signal SIGABRT, Aborted."], "other", False),
+    # a torch build without a feature the start asks of it: the image's (held-out ADF)
+    (
+        [
+            "RuntimeError: use_libuv was requested but PyTorch was build without libuv "
+            "support",
+        ],
+        "other",
+        True,
+    ),
 ]
 
 
