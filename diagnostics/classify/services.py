@@ -17,7 +17,8 @@ service that never showed it are left out. Before that (and in a log of one serv
 nothing is left out. Lines without a service name (compose's own ``vllm-1 exited with
 code 1``) are kept, and so is a process supervisor's report of a program's end
 wherever it is printed (supervisord's ``exited: vllm (terminated by SIGKILL; ...)`` in
-its own log's file): it is about the program it names. One vLLM service's ready marker
+its own log's file; a shell's report of its background job's end, ``[1]+  Killed  nohup
+vllm serve ...``): it is about the program it names. One vLLM service's ready marker
 does not clear another's failure (a project's embedding server up, its chat server
 failed: the log shows a failure). The
 fast path does not restart at a ready marker under a service's name
@@ -65,9 +66,13 @@ _COMPOSE_EXIT = re.compile(r"^\s*(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)? ex
 _RUNNER_EXIT = re.compile(
     r"\b(?:exited|stopped|gave up): (?P<program>[A-Za-z][\w.\-:]{0,63}) (?:\(|entered FATAL)"
     r"|\b(?P<unit>[A-Za-z][\w@.\-]{0,63})\.service: (?:Main process exited|Failed with result)"
+    # a shell's job control reporting its background job's end, the command it ran
+    # ("[1]+  Killed                  nohup vllm serve ... > vllm.out 2>&1")
+    r"|^\[\d+\][+-]? +(?:Killed|Exit \d+|Segmentation fault|Aborted|Terminated|Done)\b"
+    r"(?:\s+\(core dumped\))? +(?P<command>\S.{0,300})"
 )
 # Its words, found first by a literal search (most lines hold none of them).
-_RUNNER_WORDS = re.compile(r"exited: |stopped: |gave up: |\.service: ")
+_RUNNER_WORDS = re.compile(r"exited: |stopped: |gave up: |\.service: |^\[\d+\][+-]? ")
 # What a tagged or prefixed line can start with (a digit: a time before the name).
 _TAG_STARTS = frozenset(" \t>[\x1b")
 # A Procfile runner's own lines (honcho's, foreman's "system | vllm.1 stopped (rc=-9)"):
@@ -136,7 +141,10 @@ class Services:
             return bool(self.vllm) and name not in self.vllm and not _for_vllm(name)
         if _RUNNER_WORDS.search(line) and (report := _RUNNER_EXIT.search(line)) is not None:
             # a supervisor's report of a program's end: the program's line, wherever shown
-            name = self.current = report.group("program") or report.group("unit")
+            name = report.group("program") or report.group("unit")
+            if name is None:  # a shell's job: vLLM's when its command names vLLM
+                return bool(self.vllm) and not _for_vllm(report.group("command"))
+            self.current = name
             return bool(self.vllm) and not self._vllms(name)
         found = _service(line)
         name = None if found is None else _name(found)

@@ -222,3 +222,22 @@ def test_a_supervisors_report_of_vllms_end_in_its_own_file_is_vllms(
     # the web UI's end, beside vLLM still loading: not vLLM's
     other = ended.replace(f" {program} ", " webui ").replace(f"{program}.service", "webui.service")
     assert both_paths([*lines[:-1], other]).state is State.LOADING
+
+
+def test_a_shells_report_of_its_vllm_job_under_another_files_header_is_vllms():
+    """``tail -f vllm.out gpu.csv`` in the shell that started vLLM in the background: the
+    shell's job control reports the job's end between the files' lines, under the last
+    header shown (held-out ADA, stop 58). The job's command names vLLM: its end is
+    vLLM's; another job's end says nothing of vLLM."""
+    job = (
+        "[1]+  Killed                  nohup vllm serve Qwen/Qwen2.5-72B-Instruct-AWQ "
+        "--tensor-parallel-size 2 > vllm.out 2>&1"
+    )
+    lines = ["==> vllm.out <==", *LOADING, "", "==> gpu.csv <==", "2025/02/11, 0, 14802 MiB"]
+    diagnosis = both_paths([*lines, job])
+    assert (diagnosis.failed, diagnosis.evidence is not None and diagnosis.evidence.text) == (
+        True,
+        job,
+    )
+    other = "[2]-  Killed                  python watch_gpu.py > gpu.csv"
+    assert both_paths([*lines, other]).state is State.LOADING
