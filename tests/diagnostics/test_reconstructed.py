@@ -13,7 +13,7 @@ from tests.support.scripts import load_script
 GEN_DOCS = load_script("gen_docs")
 
 ROOT = FIXTURES / "reconstructed"
-RIGHT_AT_LEAST = 30552  # of 30975, 2026-12-07, stop 58 (docs/diagnostics.md, "Held-out checks")
+RIGHT_AT_LEAST = 30870  # of 31295, 2026-12-07, stop 58 (docs/diagnostics.md, "Held-out checks")
 # A writer's label the real corpus contradicts, where the verdict follows the corpus: kept
 # as written (and counted wrong), but not a breach of the safety properties.
 CORPUS_LABELS = {
@@ -56,13 +56,18 @@ LEFT_MISSED = {
     # --previous` of vLLM's own container serving requests until the log ends; the kill
     # came after the start succeeded, and only describe's times place it
     "logs/oom/WF-k8s-oomkilled-host-memory-after-ready.log",
+    # a hang (stop 58): a multi-node start whose NCCL bootstrap retries a refused
+    # connection, printed at NCCL's INFO level ("Call to connect returned Connection
+    # refused, retrying", repeated hundreds of times), the paste ending while it waits;
+    # a few such retries are normal while the peers come up, and no line says it failed
+    "logs/cuda_fault/ADB-nccl-bootstrap-connect-refused-retrying.log",
 }
 
 
 def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     # (in a process per core, up to 4: alone the set is a third of the quick suite's time)
     results = score(ROOT, processes=spare_cores())
-    assert len(results) == 30975
+    assert len(results) == 31295
     breaches = [r.file for r in results if r.transient_called_permanent]
     assert [f for f in breaches if f not in CORPUS_LABELS | LEFT] == []
     missed = [r.file for r in results if r.failed_called_not_failed]
