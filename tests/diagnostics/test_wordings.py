@@ -3306,8 +3306,7 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     # a torch build without a feature the start asks of it: the image's (held-out ADF)
     (
         [
-            "RuntimeError: use_libuv was requested but PyTorch was build without libuv "
-            "support",
+            "RuntimeError: use_libuv was requested but PyTorch was build without libuv support",
         ],
         "other",
         True,
