@@ -122,11 +122,12 @@ def last_attempt_verdict(
     if before_any_start(verdict, pack) and not attempt_before(verdict.evidence.line):
         # a failure before vLLM's first start: it stands unless the last attempt got
         # further and failed on what the files it left cannot cause, or the hub answered
-        # the last attempt (refused a gated repo) after the network had failed
+        # the last attempt (refused a gated repo) after the network had failed, or the
+        # last attempt loads the model onto the device a fault was about (under way)
+        if _device_used(verdict, later):
+            return later
         beyond = later.category in _NOT_THE_FILES or _of_the_image(later)
         back = _network_back(verdict, later)
-        if _device_used(verdict, later):
-            return later  # under way
         if _of_the_image(verdict) or not (
             decisive(later, pack) and (back or (beyond and answered()))
         ):
