@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import zygote
+from tests.support import tiers, zygote
 from tests.support.queue_server import QueueServer
 from tests.support.scheduling import FileScheduling, by_expected_time, record_durations
 from tests.support.vllm_env import PLANTED_ENV
@@ -146,8 +146,10 @@ def reliability(request):
 
 
 def pytest_configure(config):
-    """The xdist controller starts the one fork server its test processes share
+    """Every test process learns whether this is the quick run (``tests/support/tiers.py``);
+    the xdist controller starts the one fork server its test processes share
     (``tests/support/zygote.py``), unless workers are started plainly."""
+    tiers.QUICK = tiers.leaves_out_vllm(config.option.markexpr)
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
     if os.environ.get("WORKER_FORK_SERVER", "1") == "0":
@@ -169,7 +171,7 @@ def pytest_xdist_auto_num_workers(config):
     processes (two running vLLM groups) on 2 cores and one of them busy, the tests that
     bound a latency (a 408 at the body timeout, /ping during an attack) missed it."""
     cores = os.cpu_count() or 1
-    if "not vllm" in (config.option.markexpr or ""):
+    if tiers.leaves_out_vllm(config.option.markexpr):
         return min(2 * cores, 4)
     return cores
 

@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 from collections import Counter
+from collections.abc import Collection
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,11 +71,19 @@ def spare_cores(limit: int = 4) -> int:
     return min(limit, len(os.sched_getaffinity(0)))
 
 
-def score(root: Path, pack: RulePack | None = None, processes: int = 1) -> list[Scored]:
-    """Every log of ``root``'s manifest diagnosed with ``pack`` (the shipped pack when
-    None), in the manifest's order. ``processes`` > 1 splits the logs among that many
-    fresh processes, each loading the shipped pack (a pack given here cannot travel)."""
+def score(
+    root: Path,
+    pack: RulePack | None = None,
+    processes: int = 1,
+    only: Collection[str] | None = None,
+) -> list[Scored]:
+    """Every log of ``root``'s manifest (those whose file is in ``only``, when given)
+    diagnosed with ``pack`` (the shipped pack when None), in the manifest's order.
+    ``processes`` > 1 splits the logs among that many fresh processes, each loading the
+    shipped pack (a pack given here cannot travel)."""
     entries = load_manifest(root)
+    if only is not None:
+        entries = [entry for entry in entries if entry["file"] in only]
     if processes <= 1:
         used = pack if pack is not None else _shipped()
         return [_scored(root, entry, used) for entry in entries]

@@ -24,6 +24,7 @@ from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.pasted import REORDER_MAX, oldest_first
 from diagnostics.scanning.scan import classify_stream
 from tests.diagnostics.cases import FIXTURES
+from tests.support import tiers
 from tests.support.packs import shipped_pack
 
 PACK = shipped_pack()
@@ -57,7 +58,8 @@ def _paths() -> list[Path]:
     return sorted([*real, *sample])
 
 
-LOGS = _paths()
+# (the quick run, tests/support/tiers.py: every other one)
+LOGS = tiers.sample(_paths(), 2)
 PIPE_READ = 65536  # what the worker reads from vLLM's pipe at a time
 
 
