@@ -47,15 +47,36 @@ OUT = ROOT / "rules" / "95-provenance.yaml"
 MODULE_MIN, PACKAGE_MIN, EXCEPTION_MIN = 2, 5, 2
 SHARE = 2 / 3
 # Raised by vLLM's own code while the engine is built, these fail the same way on every
-# restart of the same settings (docs/diagnostics.md, "Judged by provenance").
-DETERMINISTIC = [
-    "AssertionError",
-    "IndexError",
-    "KeyError",
-    "NotImplementedError",
-    "TypeError",
-    "ValueError",
-]
+# restart of the same settings (docs/diagnostics.md, "Judged by provenance"), and so do
+# their subclasses in Python's own library, which the log names instead (the parsers of
+# the files a model ships: a JSONDecodeError is a ValueError).
+DETERMINISTIC_BASES = (
+    AssertionError,
+    IndexError,
+    KeyError,
+    NotImplementedError,
+    TypeError,
+    ValueError,
+)
+STANDARD_MODULES = ("builtins", "json", "tomllib")
+
+
+def deterministic() -> list[str]:
+    """The names of DETERMINISTIC_BASES and of their subclasses defined in
+    STANDARD_MODULES (a fixed list, so that the data does not depend on what the
+    generating process happened to import)."""
+    import tomllib  # noqa: F401  (its TOMLDecodeError joins ValueError's subclasses)
+
+    names: set[str] = set()
+    todo: list[type] = list(DETERMINISTIC_BASES)
+    while todo:
+        cls = todo.pop()
+        if cls.__module__.split(".")[0] in STANDARD_MODULES:
+            names.add(cls.__name__)
+            todo.extend(cls.__subclasses__())
+    return sorted(names)
+
+
 # A model repository's own code (transformers' dynamic-modules cache, loaded with
 # trust_remote_code): the catalogue does not mine it, but whatever it raises while the
 # engine is built is that code failing to load or run on this image, the same way on
@@ -111,7 +132,7 @@ def derive(rows: list[dict]) -> dict:
         return {key: value for key, value in chosen.items() if value is not None}
 
     return {
-        "deterministic": DETERMINISTIC,
+        "deterministic": deterministic(),
         "deterministic_in": ["vllm"],
         "exceptions": pick(exceptions, EXCEPTION_MIN, 1.0),
         "functions": pick(functions, 1, 1.0),

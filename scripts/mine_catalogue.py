@@ -500,22 +500,54 @@ def runtime_entries(rows: list[dict]) -> dict[tuple[str, str], dict]:
 
 def reassign(data: dict) -> int:
     """``--reassign``: apply assign.yaml again to the catalogued messages (without the
-    releases' sources: a message no row catalogued before stays out)."""
-    path = OUT / "catalogue-full.jsonl"
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    releases' sources: a message no row catalogued before stays out), in the complete
+    catalogue and in the current release's (``catalogue.jsonl``), so that the two agree
+    (the classifier's index drops a wording they give different categories)."""
+    full, current = reassigned(data)
+    _write_rows(OUT / "catalogue-full.jsonl", full)
+    _write_rows(OUT / "catalogue.jsonl", current)
+    print(f"{len(full)} catalogued, {len(current)} of the current release's", file=sys.stderr)
+    return 0
+
+
+def reassigned(data: dict) -> tuple[list[dict], list[dict]]:
+    """The complete catalogue's rows and the current release's, as assign.yaml (``data``)
+    assigns their messages now."""
+    rows = _read_rows(OUT / "catalogue-full.jsonl")
     mined = {(r["project"], r["template"]): r for r in rows if r["assigned_by"] != "runtime"}
     keep = ("template", "project", "exception", "asserted", "file", "function", "first_version")
     entries = {k: {f: r[f] for f in (*keep, "last_version") if f in r} for k, r in mined.items()}
-    catalogue = assign(entries, data["assign"], data.get("modules"))
-    catalogue += sorted(
+    full = assign(entries, data["assign"], data.get("modules"))
+    full += sorted(
         runtime_entries(data.get("runtime", [])).values(),
         key=lambda e: (e["project"], e["template"]),
     )
+    rows = _read_rows(OUT / "catalogue.jsonl")
+    fields = ("category", "permanent", "generic")
+    entries = {
+        (r["project"], r["template"]): {f: v for f, v in r.items() if f not in fields} for r in rows
+    }
+    assigned = assign(entries, data["assign"], data.get("modules"))
+    again = {(r["project"], r["template"]): r for r in assigned}
+    current = []
+    for row in rows:
+        item = again.get((row["project"], row["template"]))
+        if item is not None:  # (the current release's rows carry no assigned_by)
+            item.pop("assigned_by", None)
+            if item.get("category") is None:
+                item.pop("permanent", None)
+            current.append(item)
+    return full, current
+
+
+def _read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _write_rows(path: Path, rows: list[dict]) -> None:
     with path.open("w", encoding="utf-8") as handle:
-        for item in catalogue:
+        for item in rows:
             handle.write(json.dumps(item, ensure_ascii=False, sort_keys=True) + "\n")
-    print(f"{len(catalogue)} catalogued", file=sys.stderr)
-    return 0
 
 
 def main(argv: list[str]) -> int:

@@ -86,11 +86,13 @@ def _network_back(verdict: Diagnosis, later: Diagnosis) -> bool:
     return later.category is Category.GATED_MODEL or later.state is State.LOADING
 
 
-def _device_used(verdict: Diagnosis, later: Diagnosis) -> bool:
+def _device_used(verdict: Diagnosis, later: Diagnosis, furthest: State) -> bool:
     """Whether the last attempt, still under way, loads the model onto the device that a
     fault printed before vLLM's first start was about (a job script's "nvidia-smi:
-    command not found"): vLLM found the device and got past it."""
-    return verdict.category is Category.CUDA_FAULT and later.state is State.LOADING
+    command not found"): vLLM found the device and got past it. Its ``furthest`` phase
+    counts: V1 downloads the weights inside loading, after the device is set up."""
+    under_way = later.state in (State.DOWNLOADING, State.LOADING)
+    return verdict.category is Category.CUDA_FAULT and under_way and furthest is State.LOADING
 
 
 def last_attempt_verdict(
@@ -100,6 +102,7 @@ def last_attempt_verdict(
     classify_from: Callable[[], Diagnosis],
     attempt_before: Callable[[int], bool],
     answered: Callable[[], bool] = lambda: False,
+    furthest: Callable[[], State] = lambda: State.STARTING,
 ) -> Diagnosis:
     """``verdict`` (the whole log's), or the last attempt's when that attempt (from the
     1-based line ``attempt_line`` on, classified by ``classify_from`` with its own line
@@ -124,7 +127,7 @@ def last_attempt_verdict(
         # further and failed on what the files it left cannot cause, or the hub answered
         # the last attempt (refused a gated repo) after the network had failed, or the
         # last attempt loads the model onto the device a fault was about (under way)
-        if _device_used(verdict, later):
+        if _device_used(verdict, later, furthest()):
             return later
         beyond = later.category in _NOT_THE_FILES or _of_the_image(later)
         back = _network_back(verdict, later)
@@ -244,11 +247,12 @@ def last_attempt_of_lines(
     classify: Callable[[Sequence[str]], Diagnosis],
     classify_run: Callable[[Sequence[str]], Diagnosis],
     reach: Callable[[Sequence[str]], tuple[State, Mapping[str, str]]],
+    furthest: Callable[[Sequence[str]], State],
 ) -> Diagnosis:
     """:func:`last_attempt_verdict`, then :func:`after_run_ended`, for a log held as lines
     (``classify``: a fresh classifier's verdict of some of them; ``classify_run``: of a
     later run's, knowing the log's vLLM services; ``reach``: the phase and settings a
-    fresh classifier ends some of them in)."""
+    fresh classifier ends some of them in; ``furthest``: the furthest phase it reached)."""
     if not verdict.failed:
         return verdict
     at = next((i for i in reversed(range(len(lines))) if is_attempt_line(lines[i], pack)), None)
@@ -272,6 +276,7 @@ def last_attempt_of_lines(
                 and not another_test("\n".join(lines[evidence.line : at]))
                 and went_further(reach(lines[: evidence.line]), reach(lines[at:]), category)
             ),
+            lambda: furthest(lines[at:]),
         )
     ends = [i + 1 for i, line in enumerate(lines) if is_run_end(line, pack)]
     verdict = after_run_ended(

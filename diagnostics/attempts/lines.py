@@ -34,6 +34,7 @@ def classify_lines(
     again = lambda some: Classifier(pack).feed_all(some).diagnosis()  # noqa: E731
     after = lambda some: following(classifier).feed_all(some).diagnosis()  # noqa: E731
     reach = lambda some: reached(Classifier(pack).feed_all(some))  # noqa: E731
-    verdict = last_attempt_of_lines(verdict, lines, pack, again, after, reach)
+    furthest = lambda some: Classifier(pack).feed_all(some).furthest  # noqa: E731
+    verdict = last_attempt_of_lines(verdict, lines, pack, again, after, reach, furthest)
     late = frozenset() if shown else settings_shown(verdict, pack, lines)
     return late_setting(verdict, late, pack, lambda: classify_lines(lines, pack, late))

@@ -32,7 +32,7 @@ from diagnostics.classify.normalize import (
     reshape,
     wrapped_at_width,
 )
-from diagnostics.classify.progress import Progress, outgrown
+from diagnostics.classify.progress import PHASE_ORDER, Progress, outgrown
 from diagnostics.classify.services import Services, access_line
 from diagnostics.classify.unmatched import unmatched
 from diagnostics.classify.verdict import render_hit, render_rule
@@ -63,6 +63,7 @@ class Classifier:
         self.lines = 0
         self.fed = 0  # lines fed: the order findings were read in
         self._progress = Progress()  # phase, shutdown, traceback, frames, captures
+        self.furthest = State.STARTING  # the furthest phase this start reached
         self.findings = Findings()  # the failure matches
         self._wrapped: Wrapped | None = None
         self._services = Services()
@@ -105,7 +106,7 @@ class Classifier:
             pattern = patterns[index]
             if what == PHASE:
                 assert isinstance(value, dict)
-                changed = self._phase_marker(pattern, value) or changed
+                changed = _phase_marker(self, pattern, value) or changed
             elif what == RULE:
                 rule = self.pack.rules[pattern.owner]
                 self.findings.consider(rule, clean, text, self.lines, self._progress, 0, self.fed)
@@ -134,7 +135,7 @@ class Classifier:
                 # (entering ready again would drop a failure on the next line).
                 if pattern.regex.search(wrapped.text) or pattern.regex.search(rest):
                     continue
-                changed = self._phase_marker(pattern, found.groupdict()) or changed
+                changed = _phase_marker(self, pattern, found.groupdict()) or changed
             elif pattern.kind == "rule" and not _its_own(pattern, text, rest):
                 rule, first = self.pack.rules[pattern.owner], wrapped.first or self.lines
                 at = self.fed - (self.lines - first)
@@ -186,21 +187,31 @@ class Classifier:
         verdict = unmatched(progress, self.recent, provenance, self.redact, gone, exit_code)
         return verdict if verdict is not None else Diagnosis(state=self.phase)
 
-    def _phase_marker(self, pattern: Pattern, groups: Mapping[str, str | None]) -> State | None:
-        self._progress.logged(groups)
-        name = self.pack.phases[pattern.owner].phase
-        state = PHASES[name]
-        if state is State.STARTING and self.phase is State.READY:
-            self.findings.late = None  # a new start after a ready one: judged afresh
-        if state is State.STARTING and _a_vllm_start(groups):
-            self._progress.left = False  # a new start of vLLM announcing itself
-        ready, done = state is State.READY, bool(groups.get("engine_done"))
-        if ready and self._progress.left:
-            return None  # vLLM's program ended before: another program's server is up
-        _outgrow(self.findings, state, groups)
-        if not self.findings.outlived(ready, done, self._services.apart):
-            return None  # another vLLM service is up: this one's failure stands
-        return self._progress.enter(name)
+
+def _phase_marker(
+    classifier: Classifier, pattern: Pattern, groups: Mapping[str, str | None]
+) -> State | None:
+    """A phase marker's line: the new phase when it changed one (Classifier.feed)."""
+    classifier._progress.logged(groups)
+    name = classifier.pack.phases[pattern.owner].phase
+    state = PHASES[name]
+    if state is State.STARTING and classifier.phase is State.READY:
+        classifier.findings.late = None  # a new start after a ready one: judged afresh
+    if state is State.STARTING and _a_vllm_start(groups):
+        classifier._progress.left = False  # a new start of vLLM announcing itself
+    ready, done = state is State.READY, bool(groups.get("engine_done"))
+    if ready and classifier._progress.left:
+        return None  # vLLM's program ended before: another program's server is up
+    _outgrow(classifier.findings, state, groups)
+    if not classifier.findings.outlived(ready, done, classifier._services.apart):
+        return None  # another vLLM service is up: this one's failure stands
+    entered = classifier._progress.enter(name)
+    order = PHASE_ORDER.index
+    if entered is State.STARTING or (
+        entered in PHASE_ORDER and order(entered) > order(classifier.furthest)
+    ):
+        classifier.furthest = entered  # (a weights download inside loading: still loading)
+    return entered
 
 
 def knowing(shown: frozenset[int], pack: RulePack | None = None) -> Classifier:

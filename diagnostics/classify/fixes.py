@@ -33,19 +33,28 @@ _FIX = {
 _OTHER_FIX = "A restart may help; the attached output names what failed."
 # vLLM's own code asking another project's object for what its version lacks
 # (provenance, verdict.judged_by_origin): the image's two versions do not fit.
-PACKAGES_FIX = (
+_PACKAGES_FIX = (
     "vLLM and the {package} installed beside it are of versions that do not fit: install "
     "the {package} version this vLLM release requires (vLLM's own image pins it), or a "
     "vLLM release made for the installed {package}. A restart on the same image fails the "
     "same way."
 )
 # Raised in a model repository's own code (REPOSITORY_CODE): it ran, so it was trusted.
-REPOSITORY_FIX = (
+_REPOSITORY_FIX = (
     "The model repository's own code (run with TRUST_REMOTE_CODE) fails with this image's "
     "transformers or vLLM: pin a revision of the model whose code works with them "
     "(MODEL_REVISION, or CODE_REVISION for the code alone), use an image with the "
     "transformers version the repository names, or a model vLLM supports natively. A "
     "restart on the same settings fails the same way."
+)
+# A file vLLM parses while the engine is built did not parse: these types (subclasses of
+# the deterministic ValueError) raised through vLLM's own code.
+_UNPARSED = frozenset({"JSONDecodeError", "TOMLDecodeError", "UnicodeDecodeError"})
+_UNPARSED_FIX = (
+    "A file vLLM reads while building the engine (the model's or a setting's JSON, TOML or "
+    "text file: its traceback names the function that opened it) does not parse: correct "
+    "it at the line and column the message gives, or download the model again if the file "
+    "was cut short. A restart on the same files fails the same way."
 )
 _OTHER_PERMANENT_FIX = (  # raised by vLLM's own code while the engine is built
     "vLLM rejects this start the same way each time: change the setting the message "
@@ -59,3 +68,15 @@ def fix_for(category: Category, permanent: bool) -> str:
     if category is Category.OTHER and permanent:
         return _OTHER_PERMANENT_FIX
     return _FIX.get(category, _OTHER_FIX) + _RESTART.get((category.permanent, permanent), "")
+
+
+def raised_fix(cls: str, deterministic: bool, repository: bool, mismatch: str) -> str:
+    """The fix of a verdict by where an exception of type ``cls`` was raised, when it says
+    more than its category's (verdict.judged_by_origin): ``deterministic``, permanent and
+    raised by vLLM's own code; ``repository``, permanent and raised in the model
+    repository's code; ``mismatch``, the project whose version does not fit vLLM's."""
+    if mismatch:
+        return _PACKAGES_FIX.format(package=mismatch)
+    if deterministic and cls in _UNPARSED:
+        return _UNPARSED_FIX
+    return _REPOSITORY_FIX if repository else ""

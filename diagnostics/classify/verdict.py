@@ -9,8 +9,9 @@ vLLM's log prefix names (``[config.py:123]``), looked up in the pack's provenanc
 (:mod:`diagnostics.pack.evidence`, generated from the catalogue); an exception class
 of those projects (also the one an IPython header shows) by its own raise sites. Its
 type: a ``ValueError``, ``TypeError``, ``NotImplementedError``, ``KeyError`` or
-``AssertionError`` (the data's ``deterministic``) raised by vLLM's own code while the
-engine is built fails the same way on every restart, so the start is permanent with the
+``AssertionError`` (the data's ``deterministic``, with their subclasses in Python's
+library: a ``JSONDecodeError``) raised by vLLM's own code while the engine is built
+fails the same way on every restart, so the start is permanent with the
 category of where it was raised, unless that category is a host one (a device fault,
 the network). An ``AttributeError`` another project's accessor (``__getattr__``) raised
 for vLLM's own lookup is the two projects' versions not fitting: permanent, ``other``.
@@ -26,7 +27,7 @@ from functools import cache
 
 from diagnostics.classify.chosen import SETTINGS, chosen_setting
 from diagnostics.classify.findings import Hit
-from diagnostics.classify.fixes import PACKAGES_FIX, REPOSITORY_FIX, fix_for
+from diagnostics.classify.fixes import fix_for, raised_fix
 from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
 from diagnostics.classify.wrapping import captures, joined
@@ -274,8 +275,7 @@ def judged_by_origin(
         checks = " (a check of the parallel sizes chosen)" if layout else checks
         checks = f" (it rejects {chosen}, a value this start was set to)" if chosen else checks
         cause += _SAME_WAY.format(where=" there", checks=checks)
-    fix = REPOSITORY_FIX if permanent and repository else ""
-    fix = PACKAGES_FIX.format(package=mismatch) if mismatch else fix
+    fix = raised_fix(cls or header, permanent and own, permanent and repository, mismatch)
     return _judged("raised-in", category, permanent, evidence, cause, redactor, fix)
 
 

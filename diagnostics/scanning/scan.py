@@ -34,7 +34,7 @@ from diagnostics.classify.serving import TAIL_BYTES
 from diagnostics.classify.unmatched import with_tail
 from diagnostics.formats.order import console_head, going_back, looks_reversed, reversed_lines
 from diagnostics.formats.streams import blocks, decoded, record_times, seekable
-from diagnostics.model import Diagnosis
+from diagnostics.model import Diagnosis, State
 from diagnostics.pack.rules import RulePack
 from diagnostics.scanning import fastpath
 from diagnostics.scanning.attemptseek import (
@@ -192,7 +192,11 @@ def _last_attempt_of_file(
     def before(line: int) -> bool:
         return attempt_before(stream, start, pack, line, block_size)
 
-    return last_attempt_verdict(verdict, line, pack, classify_from, before, answered), restart
+    def furthest() -> State:
+        return last_read().furthest
+
+    verdict = last_attempt_verdict(verdict, line, pack, classify_from, before, answered, furthest)
+    return verdict, restart
 
 
 def _last_attempt_alone(

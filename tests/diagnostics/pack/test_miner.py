@@ -11,6 +11,8 @@ import json
 import re
 from pathlib import Path
 
+import yaml
+
 from diagnostics import Classifier
 from tests.support.packs import shipped_pack
 from tests.support.scripts import load_script
@@ -132,3 +134,16 @@ def test_the_utils_package_is_in_scope_and_the_argument_parser_is_the_users_comm
     line = "ValueError: ('Config file must be of a yaml/yml type.           %s supplied', 'json')"
     diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
     assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
+
+
+def test_both_catalogues_are_what_the_assign_table_makes_of_their_messages():
+    """``mine_catalogue.py --reassign`` was run after assign.yaml last changed: the
+    complete catalogue and the current release's (which the classifier's index joins,
+    dropping a wording they disagree on) are its output."""
+    data = yaml.safe_load((FULL.parent / "assign.yaml").read_text(encoding="utf-8"))
+    full, current = MINER.reassigned(data)
+    on_disk = [json.loads(line) for line in FULL.read_text(encoding="utf-8").splitlines()]
+    assert full == on_disk, "run python scripts/mine_catalogue.py --reassign"
+    path = FULL.parent / "catalogue.jsonl"
+    on_disk = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert current == on_disk, "run python scripts/mine_catalogue.py --reassign"

@@ -21,7 +21,8 @@ RULES = ROOT / "rules"
 # Mechanism tests use their own data, so that they hold whatever the catalogue says.
 DATA = """\
 provenance:
-  deterministic: [AssertionError, KeyError, NotImplementedError, TypeError, ValueError]
+  deterministic: [AssertionError, JSONDecodeError, KeyError, NotImplementedError, TypeError,
+                  UnicodeDecodeError, ValueError]
   deterministic_in: [vllm]
   exceptions: {LocalEntryNotFoundError: network}
   functions: {"vllm/worker/worker.py:_check_if_gpu_supports_dtype": model_requirement}
@@ -125,6 +126,41 @@ def test_a_deterministic_error_where_no_category_holds_is_other_and_permanent(pa
     assert "fails the same way" in (diagnosis.fix or "")
     # Not vLLM's own code: a restart may help.
     elsewhere = raised_in("torch/frob.py", "frob", "TypeError: frob() got 2 arguments")
+    assert classify_lines(elsewhere, pack).state is State.FAILED_TRANSIENT
+
+
+def test_the_standard_librarys_subclasses_of_a_deterministic_type_are_deterministic():
+    names = load_pack().provenance.deterministic
+    assert {"JSONDecodeError", "UnicodeDecodeError", "TOMLDecodeError"} <= names
+    # (not what the generating process happened to import: only Python's own parsers)
+    assert "RegexError" not in names and "EvidenceError" not in names
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes: "
+        "line 10 column 1 (char 398)",
+        "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid "
+        "start byte",
+    ],
+)
+def test_a_file_vllm_parses_that_does_not_parse_is_permanent_and_says_so(pack, message):
+    """The parser (Python's json, in its own folder) raised for a file vLLM's own code
+    opened while the engine was built: the file stays as it is, so does the failure."""
+    lines = [
+        "Traceback (most recent call last):",
+        frame("vllm/transformers_utils/config.py", "get_hf_file_to_dict"),
+        "    return json.load(file)",
+        '  File "/usr/lib/python3.11/json/decoder.py", line 353, in raw_decode',
+        "    obj, end = self.scan_once(s, idx)",
+        message,
+    ]
+    diagnosis = classify_lines(lines, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("other", State.FAILED_PERMANENT)
+    assert "does not parse" in (diagnosis.fix or "")
+    # raised through another project's code: a restart may still help
+    elsewhere = [lines[0], frame("transformers/utils/hub.py", "cached_file"), *lines[2:]]
     assert classify_lines(elsewhere, pack).state is State.FAILED_TRANSIENT
 
 

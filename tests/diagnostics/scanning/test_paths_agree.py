@@ -84,7 +84,8 @@ def line_path(data: bytes, chunk: int = PIPE_READ):
     again = lambda some: Classifier(PACK).feed_all(some).diagnosis()  # noqa: E731
     after = lambda some: following(classifier).feed_all(some).diagnosis()  # noqa: E731
     reach = lambda some: reached(Classifier(PACK).feed_all(some))  # noqa: E731
-    return last_attempt_of_lines(verdict, lines, PACK, again, after, reach)
+    furthest = lambda some: Classifier(PACK).feed_all(some).furthest  # noqa: E731
+    return last_attempt_of_lines(verdict, lines, PACK, again, after, reach, furthest)
 
 
 def file_path(data: bytes, block_size: int = 1 << 20):
