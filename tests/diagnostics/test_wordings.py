@@ -3311,6 +3311,23 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # vLLM's argument parser could not read the --config YAML file, in both wordings,
+    # with the parser's error under it (held-out ADR, stop 59)
+    *(
+        (
+            [
+                f"ERROR 03-05 11:02:17 utils.py:1205] Unable to read the config file at "
+                f"/etc/vllm/config.yaml. {tail}",
+                "Traceback (most recent call last):",
+                '  File "/usr/local/lib/python3.12/dist-packages/yaml/scanner.py", line 577, '
+                "in fetch_value",
+                "yaml.scanner.ScannerError: mapping values are not allowed here",
+            ],
+            "bad_config",
+            True,
+        )
+        for tail in ("                Make sure path is correct", "Check path correctness")
+    ),
 ]
 
 

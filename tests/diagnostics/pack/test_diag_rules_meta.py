@@ -50,6 +50,8 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # vLLM could not read the --config YAML file (held-out ADR, stop 59)
+    "options-file-unreadable": "test_wordings.WORDINGS",
     # a crash inside NCCL as faulthandler's and gdb's stacks show it (held-out ACW, stop 58)
     "nccl-crashed": "test_wordings.WORDINGS",
     # Ray's head already running on its port (held-out YL, stop 55)
