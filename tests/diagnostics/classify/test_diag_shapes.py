@@ -196,6 +196,25 @@ def test_oom_without_this_process_is_judged_on_what_pytorch_holds(others, state,
     assert "3.44 GiB" in diagnosis.cause and "80.00 GiB" in diagnosis.cause
 
 
+@pytest.mark.parametrize(
+    ("others", "state"), [(0.0, State.FAILED_PERMANENT), (45.0, State.FAILED_TRANSIENT)]
+)
+def test_oom_cut_after_what_pytorch_allocated_is_judged_on_the_rest(others, state):
+    """A paste cut after "allocated by PyT" (the reserve unknown): what PyTorch allocated
+    stands for this process and half the GPU besides is another process's, as the older
+    wording's reserve alone (held-out AEC, stop 59)."""
+    mine = 80.0 - 1.0 - others
+    listed = f"Process 1253 has {others:.2f} GiB memory in use. " if others else ""
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.02 GiB. GPU 0 has a "
+        f"total capacity of 80.00 GiB of which 1.00 GiB is free. {listed}Process 40 has "
+        f"{mine:.2f} GiB memory in use. Of the allocated memory {mine - 0.75:.2f} GiB is "
+        "allocated by PyT"
+    )
+    diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
+    assert (diagnosis.category, diagnosis.state) == (Category.OOM, state)
+
+
 TORCH_OOM = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a "
     "total capacity of 39.39 GiB of which 347.38 MiB is free. {listed}Including non-PyTorch "
