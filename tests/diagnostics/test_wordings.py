@@ -3328,6 +3328,18 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         )
         for tail in ("                Make sure path is correct", "Check path correctness")
     ),
+    # ROCm's HSA runtime reports an exception on the device as it aborts, then vLLM's
+    # worker died (held-out AEK, stop 59)
+    (
+        [
+            "HW Exception by GPU node-3 (Agent handle: 0x5611c3d42a10) reason :GPU Hang",
+            "ERROR 09-17 23:12:44 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid "
+            "7711 died, exit code: -6",
+            "Aborted (core dumped)",
+        ],
+        "cuda_fault",
+        False,
+    ),
 ]
 
 
