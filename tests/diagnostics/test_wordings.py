@@ -3340,6 +3340,18 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # Python's multiprocessing refusing a spawned child that re-ran the program's start:
+    # no main guard (held-out AEG, stop 59), with vLLM's wrapper after it
+    (
+        [
+            "RuntimeError: ",
+            "        An attempt has been made to start a new process before the",
+            "        current process has finished its bootstrapping phase.",
+            "RuntimeError: Engine core initialization failed. See root cause above.",
+        ],
+        "other",
+        True,
+    ),
 ]
 
 

@@ -50,6 +50,9 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # Python's multiprocessing: a spawned child re-ran a program without a main guard
+    # (held-out AEG, stop 59)
+    "main-module-not-guarded": "test_wordings.WORDINGS",
     # vLLM could not read the --config YAML file (held-out ADR, stop 59)
     "options-file-unreadable": "test_wordings.WORDINGS",
     # a crash inside NCCL as faulthandler's and gdb's stacks show it (held-out ACW, stop 58)
