@@ -3352,6 +3352,21 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # torch's heartbeat monitor: the NCCL watchdog thread stuck in a NCCL/CUDA call, the
+    # process then aborted (held-out AEJ, stop 59)
+    (
+        [
+            "[rank5]:[E1023 14:50:39.118730422 ProcessGroupNCCL.cpp:1375] [PG 0 Rank 5] "
+            "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in "
+            "monitoring enqueued collectives.",
+            "[rank5]:[E1023 14:50:39.118925581 ProcessGroupNCCL.cpp:1284] [PG 0 Rank 5] "
+            "Heartbeat monitor timed out! Process will be terminated after dumping debug info.",
+            "ERROR 10-23 14:58:41 multiproc_worker_utils.py:117] Worker VllmWorkerProcess pid "
+            "356 died, exit code: -6",
+        ],
+        "cuda_fault",
+        False,
+    ),
 ]
 
 
