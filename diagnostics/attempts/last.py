@@ -86,13 +86,14 @@ def _network_back(verdict: Diagnosis, later: Diagnosis) -> bool:
     return later.category is Category.GATED_MODEL or later.state is State.LOADING
 
 
-def _device_used(verdict: Diagnosis, later: Diagnosis, furthest: State) -> bool:
+def _device_used(verdict: Diagnosis, later: Diagnosis, furthest: Callable[[], State]) -> bool:
     """Whether the last attempt, still under way, loads the model onto the device that a
     fault printed before vLLM's first start was about (a job script's "nvidia-smi:
     command not found"): vLLM found the device and got past it. Its ``furthest`` phase
-    counts: V1 downloads the weights inside loading, after the device is set up."""
+    counts (asked last: the line path reads the attempt again for it): V1 downloads the
+    weights inside loading, after the device is set up."""
     under_way = later.state in (State.DOWNLOADING, State.LOADING)
-    return verdict.category is Category.CUDA_FAULT and under_way and furthest is State.LOADING
+    return verdict.category is Category.CUDA_FAULT and under_way and furthest() is State.LOADING
 
 
 def last_attempt_verdict(
@@ -127,7 +128,7 @@ def last_attempt_verdict(
         # further and failed on what the files it left cannot cause, or the hub answered
         # the last attempt (refused a gated repo) after the network had failed, or the
         # last attempt loads the model onto the device a fault was about (under way)
-        if _device_used(verdict, later, furthest()):
+        if _device_used(verdict, later, furthest):
             return later
         beyond = later.category in _NOT_THE_FILES or _of_the_image(later)
         back = _network_back(verdict, later)
