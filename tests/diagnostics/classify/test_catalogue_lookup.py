@@ -34,6 +34,7 @@ from diagnostics.pack.catalogue import (
     row_of,
 )
 from diagnostics.scanning.scan import classify_stream
+from tests.support import tiers
 from tests.support.packs import shipped_pack
 from tests.support.scripts import load_script
 
@@ -41,6 +42,11 @@ PACK = shipped_pack()
 CATALOGUE = load_catalogue()
 FIELD = "7"  # a field's example value: a number, a word and a path segment at once
 ROWS = [row for row in CATALOGUE.rows if row[1] != "other"]
+# The quick run (tests/support/tiers.py) walks every QUICK_EVERY-th row; the full run
+# walks every row. Counts the tests expect scale with SHARE.
+QUICK_EVERY = 3
+WALKED = tiers.sample(ROWS, QUICK_EVERY)
+SHARE = len(WALKED) / len(ROWS)
 PREFIX = "(EngineCore_DP0 pid=12) "
 TRACEBACK_HEAD = "Traceback (most recent call last):"
 
@@ -101,19 +107,19 @@ def _misread(row, found: Found | None, cut: bool) -> bool:
 def test_every_message_is_read_inside_each_wrapper(wrapper):
     form = WRAPPERS[wrapper]
     wrong = []
-    for row in ROWS:
+    for row in WALKED:
         line = form(row, _example(row[0]))
         if _misread(row, CATALOGUE.lookup(normalize(line)), cut=False) and not _decided_by_rule(
             [line]
         ):
             wrong.append(row[0])
-    assert not wrong, f"{len(wrong)} of {len(ROWS)} misread, e.g. {wrong[:5]}"
+    assert not wrong, f"{len(wrong)} of {len(WALKED)} misread, e.g. {wrong[:5]}"
 
 
 def test_every_message_cut_by_the_paste_is_read():
     """Cut after two thirds of it, at least MIN_CUT + 10 characters."""
     wrong, said_nothing, cut_ones = [], 0, 0
-    for row in ROWS:
+    for row in WALKED:
         message = _example(row[0])
         if len(message) < MIN_CUT + 20:
             continue
@@ -132,7 +138,7 @@ def test_every_message_wrapped_with_the_process_prefix_is_read():
     """Hard-wrapped at 120 columns of message, the continuation under the same prefix,
     end to end through the classifier: the verdict of the line unwrapped."""
     wrong, wrapped = [], 0
-    for row in ROWS:
+    for row in WALKED:
         body = f"{_exception(row)}: {_example(row[0])}"
         if len(body) < 140:
             continue
@@ -142,7 +148,7 @@ def test_every_message_wrapped_with_the_process_prefix_is_read():
         cut = Classifier(PACK).feed_all(lines).diagnosis()
         if (cut.category, cut.permanent) != (whole.category, whole.permanent):
             wrong.append((row[0], whole.rule, cut.rule))
-    assert wrapped > 300
+    assert wrapped > 300 * SHARE
     assert not wrong, f"{len(wrong)} of {wrapped} misread, e.g. {wrong[:5]}"
 
 
@@ -159,7 +165,7 @@ def test_a_sample_inside_each_wrapper_cut_at_80_columns_is_read(wrapper, prefix)
     quote marker, removed too)."""
     form = WRAPPERS[wrapper]
     wrong, wrapped = [], 0
-    for row in ROWS[::9]:
+    for row in tiers.sample(ROWS[::9], QUICK_EVERY):
         text = form(row, _example(row[0]))
         parts = [text[i : i + 80] for i in range(0, len(text), 80)]
         if not 1 < len(parts) <= MAX_WRAPPED_PARTS or not text.isascii():
@@ -172,7 +178,7 @@ def test_a_sample_inside_each_wrapper_cut_at_80_columns_is_read(wrapper, prefix)
         cut = classify_stream(io.BytesIO("\n".join([TRACEBACK_HEAD, *lines]).encode()), PACK)
         if (cut.category, cut.permanent) != (whole.category, whole.permanent):
             wrong.append((row[0], whole.rule, cut.rule))
-    assert wrapped > 40
+    assert wrapped > 40 * SHARE
     assert not wrong, f"{len(wrong)} of {wrapped} misread, e.g. {wrong[:5]}"
 
 
@@ -183,7 +189,7 @@ def test_a_message_cut_after_a_space_over_four_parts_or_more_is_read():
     80-column part ends in a space and that takes 4 to 10 parts."""
     wrong, cut_ones = [], 0
     for wrapper in ("exception line", "ray", "cli"):
-        for row in ROWS:
+        for row in WALKED:
             text = WRAPPERS[wrapper](row, _example(row[0]))
             parts = [text[i : i + 80] for i in range(0, len(text), 80)]
             if not 4 <= len(parts) <= MAX_WRAPPED_PARTS or not parts[0].endswith(" "):
@@ -193,7 +199,7 @@ def test_a_message_cut_after_a_space_over_four_parts_or_more_is_read():
             cut = Classifier(PACK).feed_all(parts).diagnosis()
             if (cut.category, cut.permanent) != (whole.category, whole.permanent):
                 wrong.append((wrapper, row[0], whole.rule, cut.rule))
-    assert cut_ones > 50
+    assert cut_ones > 50 * SHARE
     assert not wrong, f"{len(wrong)} of {cut_ones} misread, e.g. {wrong[:5]}"
 
 
@@ -206,7 +212,7 @@ def test_a_message_hard_wrapped_at_80_columns_inside_a_trailing_wrapper_is_read(
     message of another category long enough to take three lines."""
     form = WRAPPERS[wrapper]
     wrong, wrapped = [], 0
-    for row in ROWS:
+    for row in WALKED:
         text = form(row, _example(row[0]))
         if row[1] == "bad_config" or not 160 < len(text) <= 80 * MAX_WRAPPED_PARTS:
             continue
@@ -216,7 +222,7 @@ def test_a_message_hard_wrapped_at_80_columns_inside_a_trailing_wrapper_is_read(
         cut = Classifier(PACK).feed_all(lines).diagnosis()
         if (cut.category, cut.permanent) != (whole.category, whole.permanent):
             wrong.append((row[0], whole.rule, cut.rule))
-    assert wrapped > 200
+    assert wrapped > 200 * SHARE
     assert not wrong, f"{len(wrong)} of {wrapped} misread, e.g. {wrong[:5]}"
 
 
@@ -224,7 +230,7 @@ def test_a_message_hard_wrapped_at_80_columns_inside_a_trailing_wrapper_is_read(
 def test_a_sample_inside_each_wrapper_end_to_end(wrapper):
     """Every 25th message through the whole classifier (prefilter, rules, verdict)."""
     form = WRAPPERS[wrapper]
-    for row in ROWS[::25]:
+    for row in tiers.sample(ROWS[::25], QUICK_EVERY):
         line = form(row, _example(row[0]))
         diagnosis = Classifier(PACK).feed_all([line]).diagnosis()
         assert diagnosis.failed, line
@@ -261,7 +267,7 @@ def test_every_message_that_lost_its_start_is_read():
     MIN_ENDING + 10 fixed characters, to its end; a text another template reads at least
     as well is that template's, and at most 2 % say nothing (an ambiguous ending)."""
     wrong, said_nothing, cut_ones = [], 0, 0
-    for row in ROWS:
+    for row in WALKED:
         message = _example(row[0])
         fixed = len(row[0].replace("{}", ""))
         if fixed < MIN_ENDING + 20:
@@ -275,7 +281,7 @@ def test_every_message_that_lost_its_start_is_read():
             said_nothing += 1
         elif _misread(row, found, cut=True):
             wrong.append((row[0], message[start:]))
-    assert cut_ones > 2000
+    assert cut_ones > 2000 * SHARE
     assert not wrong, f"{len(wrong)} of {cut_ones} misread, e.g. {wrong[:3]}"
     assert said_nothing <= cut_ones // 50, said_nothing
 
