@@ -50,6 +50,19 @@ _REPOSITORY_FIX = (
 # A file vLLM parses while the engine is built did not parse: these types (subclasses of
 # the deterministic ValueError) raised through vLLM's own code.
 _UNPARSED = frozenset({"JSONDecodeError", "TOMLDecodeError", "UnicodeDecodeError"})
+# The projects that read a model's and a setting's files from disk; not their download
+# code, nor the hub's (it parses the hub's answers too: a proxy's page read as JSON, a
+# file cut short by a download, are the network's).
+_READERS = ("vllm/", "transformers/")
+_DOWNLOADERS = ("transformers/utils/hub.py", "transformers/file_utils.py")
+
+
+def unparsed_file(cls: str, path: str) -> bool:
+    """Whether ``cls`` raised under ``path`` (project-relative) is a file vLLM or
+    transformers read that does not parse: the same file on every start."""
+    return cls in _UNPARSED and path.startswith(_READERS) and not path.startswith(_DOWNLOADERS)
+
+
 _UNPARSED_FIX = (
     "A file vLLM reads while building the engine (the model's or a setting's JSON, TOML or "
     "text file: its traceback names the function that opened it) does not parse: correct "

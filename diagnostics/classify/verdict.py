@@ -27,7 +27,7 @@ from functools import cache
 
 from diagnostics.classify.chosen import SETTINGS, chosen_setting
 from diagnostics.classify.findings import Hit
-from diagnostics.classify.fixes import fix_for, raised_fix
+from diagnostics.classify.fixes import fix_for, raised_fix, unparsed_file
 from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
 from diagnostics.classify.wrapping import captures, joined
@@ -222,7 +222,7 @@ def judged_by_origin(
     # Without the exception line, the innermost frame shown is where the paste stops; a
     # ``raise`` code line under it shows it is where the exception was raised.
     confirmed = hit is not None or bool(origin is not None and origin.raised)
-    where, category, own, repository, mismatch = "", None, False, False, ""
+    where, category, own, read, repository, mismatch = "", None, False, False, False, ""
     for name in (cls, header):
         if name and name in provenance.exceptions:
             where, category = f"a {name}", provenance.exceptions[name]
@@ -235,7 +235,7 @@ def judged_by_origin(
         where = f"{origin.path} ({origin.function})"
         if repository := origin.in_repository:
             where = f"the model repository's own code, {where}"
-        own = provenance.raised_by_own_code(origin.path)
+        own, read = provenance.raised_by_own_code(origin.path), unparsed_file(cls, origin.path)
     if category in (None, Category.OTHER) and under_repository(origin, cls) and confirmed:
         # A library rejecting how the repository's code called it: an API that changed
         category, repository = Category.REMOTE_CODE, True
@@ -251,7 +251,7 @@ def judged_by_origin(
         where, own = f"vLLM's {log.group('file')}", "vllm" in provenance.deterministic_in
     deterministic = (cls or header) in provenance.deterministic
     if category is None:
-        if not (deterministic and own and confirmed):
+        if not (deterministic and (own or read) and confirmed):
             return None
         # Raised by vLLM's own code where no category holds most raise sites: still
         # deterministic, so permanent (other) rather than "a restart may help".
@@ -259,7 +259,7 @@ def judged_by_origin(
     asserted = origin.asserted if origin is not None and (cls or header) == "AssertionError" else ""
     layout = bool(_PARALLEL.search(asserted)) and category is not Category.KV_CACHE
     message = (captured or {}).get("detail", "").strip()
-    sure = deterministic and own and category not in _HOST  # the same on every start
+    sure = deterministic and (own or read) and category not in _HOST  # the same every start
     quoted = message or (hit.text if hit is not None else "")
     chosen = sure and chosen_setting(quoted, (captured or {}).get(SETTINGS, ""))
     if layout or chosen:  # the layout asked for, a value chosen: the user's, not the model's
@@ -275,7 +275,7 @@ def judged_by_origin(
         checks = " (a check of the parallel sizes chosen)" if layout else checks
         checks = f" (it rejects {chosen}, a value this start was set to)" if chosen else checks
         cause += _SAME_WAY.format(where=" there", checks=checks)
-    fix = raised_fix(cls or header, permanent and own, permanent and repository, mismatch)
+    fix = raised_fix(cls or header, permanent and (own or read), permanent and repository, mismatch)
     return _judged("raised-in", category, permanent, evidence, cause, redactor, fix)
 
 

@@ -3367,6 +3367,33 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # Intel GPUs (XPU): SYCL's report of the Level Zero backend's status, in the unified
+    # runtime's and the older plugin interface's names; out of device memory is oom.
+    (
+        [
+            "RuntimeError: level_zero backend failed with error: 20 (UR_RESULT_ERROR_DEVICE_LOST)",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (
+        ["RuntimeError: Native API failed. Native API returns: -1 (PI_ERROR_DEVICE_NOT_FOUND)"],
+        "cuda_fault",
+        False,
+    ),
+    (
+        ["RuntimeError: ZE_RESULT_ERROR_DEVICE_LOST: device hung, reset was successful"],
+        "cuda_fault",
+        False,
+    ),
+    (
+        [
+            "RuntimeError: level_zero backend failed with error: 39 "
+            "(UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
+        ],
+        "oom",
+        True,
+    ),
 ]
 
 

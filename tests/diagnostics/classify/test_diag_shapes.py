@@ -215,6 +215,50 @@ def test_oom_cut_after_what_pytorch_allocated_is_judged_on_the_rest(others, stat
     assert (diagnosis.category, diagnosis.state) == (Category.OOM, state)
 
 
+@pytest.mark.parametrize(
+    ("message", "state"),
+    [
+        # the allocator's numbers: this process holds the GPU (a model loaded under
+        # init_device, as V0's speculative decoding worker loads its draft model)
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 96.00 MiB. GPU 0 has "
+            "a total capacity of 22.06 GiB of which 58.12 MiB is free. Including non-PyTorch "
+            "memory, this process has 21.99 GiB memory in use.",
+            State.FAILED_PERMANENT,
+        ),
+        # ... another process holds it
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 96.00 MiB. GPU 0 has "
+            "a total capacity of 22.06 GiB of which 58.12 MiB is free. Process 77 has 21.50 GiB "
+            "memory in use. Including non-PyTorch memory, this process has 0.49 GiB memory in "
+            "use.",
+            State.FAILED_TRANSIENT,
+        ),
+        # no numbers: setting up the device, so the GPU is held by others
+        ("RuntimeError: CUDA error: out of memory", State.FAILED_TRANSIENT),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB",
+            State.FAILED_TRANSIENT,
+        ),
+    ],
+)
+def test_oom_under_init_device_is_judged_by_the_allocators_numbers_when_it_gives_them(
+    message, state
+):
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/vllm/executor/gpu_executor.py", line 39, in _init_executor',
+        "    self.driver_worker.init_device()",
+        '  File "/usr/lib/python3/dist-packages/vllm/spec_decode/spec_decode_worker.py", line 333, in init_device',
+        "    self.proposer_worker.load_model()",
+        '  File "/usr/lib/python3/dist-packages/vllm/model_executor/layers/linear.py", line 121, in create_weights',
+        "    weight = Parameter(torch.empty(sum(output_partition_sizes),",
+        message,
+    ]
+    for diagnosis in _both_ways(lines):
+        assert (diagnosis.category, diagnosis.state) == (Category.OOM, state), diagnosis.rule
+
+
 TORCH_OOM = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a "
     "total capacity of 39.39 GiB of which 347.38 MiB is free. {listed}Including non-PyTorch "

@@ -159,9 +159,36 @@ def test_a_file_vllm_parses_that_does_not_parse_is_permanent_and_says_so(pack, m
     diagnosis = classify_lines(lines, pack)
     assert (str(diagnosis.category), diagnosis.state) == ("other", State.FAILED_PERMANENT)
     assert "does not parse" in (diagnosis.fix or "")
-    # raised through another project's code: a restart may still help
-    elsewhere = [lines[0], frame("transformers/utils/hub.py", "cached_file"), *lines[2:]]
-    assert classify_lines(elsewhere, pack).state is State.FAILED_TRANSIENT
+    # raised where a file is downloaded (transformers' or the hub's): it may be a file cut
+    # short or a proxy's page, so a restart may still help
+    for path, function in [
+        ("transformers/utils/hub.py", "cached_file"),
+        ("huggingface_hub/hf_api.py", "model_info"),
+    ]:
+        elsewhere = [lines[0], frame(path, function), *lines[2:]]
+        assert classify_lines(elsewhere, pack).state is State.FAILED_TRANSIENT, path
+
+
+def test_a_file_transformers_parses_that_does_not_parse_is_permanent(pack):
+    """transformers reading a model's file from disk (its tokenizer_config.json) with
+    Python's json: the file on disk is the same on every start."""
+    lines = [
+        "Traceback (most recent call last):",
+        frame("vllm/transformers_utils/tokenizer.py", "get_tokenizer"),
+        "    tokenizer = AutoTokenizer.from_pretrained(",
+        frame("transformers/models/auto/tokenization_auto.py", "get_tokenizer_config"),
+        "    result = json.load(reader)",
+        '  File "/usr/lib/python3.12/json/decoder.py", line 354, in raw_decode',
+        "    obj, end = self.scan_once(s, idx)",
+        "json.decoder.JSONDecodeError: Invalid control character at: line 198 column 66 (char 5873)",
+    ]
+    diagnosis = classify_lines(lines, pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("other", State.FAILED_PERMANENT)
+    assert "does not parse" in (diagnosis.fix or "")
+    assert "line 198 column 66" in (diagnosis.cause or "")
+    # another type raised there (transformers is not vLLM): a restart may help
+    other = [*lines[:-1], "ValueError: something in transformers"]
+    assert classify_lines(other, pack).state is State.FAILED_TRANSIENT
 
 
 def test_a_runtime_error_keeps_the_permanence_of_its_category(pack):
