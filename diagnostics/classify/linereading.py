@@ -127,6 +127,24 @@ RAISE_CODE = re.compile(r"^\s*raise (?P<name>[A-Za-z_][\w.]*)\(")
 EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\([\w.]+\))?: ")
 
 _DOTTED = re.compile(r"[\w.]+")
+_CLASS_NAMED = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Za-z_]\w*)(?:\([\w.]+\))?(?::|$)")
+# The class a wrapper's message begins with (torch's ``InductorError: AssertionError: ``)
+_CARRIED = re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Z]\w*(?:Error|Exception)):(?:\s|$)")
+
+
+def raised_class(text: str, captured: str = "") -> str:
+    """The class (without its module) the exception line ``text`` says was raised: the
+    class its rule ``captured``, else the one it begins with; when that class is a
+    wrapper whose message begins with another class and a colon (torch's compiler around
+    what a graph pass raised, ``RuntimeError: ValueError: ...``), the class inside: the
+    one the raise site threw. "" for none."""
+    name = captured
+    if not name:
+        found = _CLASS_NAMED.match(text)
+        name = found.group("cls") if found else ""
+    if name and (inner := _CARRIED.match(text.partition(f"{name}: ")[2])):
+        name = inner.group("cls")
+    return name.rsplit(".", 1)[-1]
 
 
 def raised_by(code: str, line: str) -> bool:

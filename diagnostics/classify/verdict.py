@@ -28,6 +28,7 @@ from functools import cache
 from diagnostics.classify.chosen import SETTINGS, chosen_setting
 from diagnostics.classify.findings import Hit
 from diagnostics.classify.fixes import fix_for, raised_fix, unparsed_file
+from diagnostics.classify.linereading import raised_class
 from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
 from diagnostics.classify.wrapping import captures, joined
@@ -108,7 +109,7 @@ def judged_by_catalogue(
     found = next((f for t in texts if (f := catalogue.lookup(t)) is not None), None)
     if found is None or found.entry.category is Category.OTHER:
         return None  # not catalogued, or known to say no more than "other"
-    cls = raised_as(_exception_class(hit, captured), found)
+    cls = raised_as(raised_class(hit.text, (captured or {}).get("exc") or "") if hit else "", found)
     detail = (captured.get("detail") or hit.text).strip()
     if detail.startswith(f"{cls}: "):  # the whole exception line: its class is named above
         detail = detail[len(cls) + 2 :]
@@ -185,11 +186,6 @@ def _log_file() -> re.Pattern[str]:
     )
 
 
-@cache
-def _exc() -> re.Pattern[str]:
-    return re.compile(r"^\s*(?:[\w.]+\.)?(?P<cls>[A-Za-z_]\w*)(?:\([\w.]+\))?(?::|$)")
-
-
 # An assertion on the parallel sizes chosen (assert total_num_kv_heads % tp_size == 0).
 _PARALLEL = re.compile(
     r"\b(?:tp|pp|tensor_parallel|pipeline_parallel|tensor_model_parallel)_(?:world_)?size\b"
@@ -217,7 +213,11 @@ def judged_by_origin(
     redactor: Redactor = redact,
 ) -> Diagnosis | None:
     """The verdict where the exception was raised, or None when that says nothing."""
-    cls = _exception_class(hit, captured) or (origin.raised if origin is not None else "")
+    cls = (
+        raised_class(hit.text, (captured or {}).get("exc") or "")
+        if hit
+        else "" or (origin.raised if origin is not None else "")
+    )
     header = origin.header_class if origin is not None else ""
     # Without the exception line, the innermost frame shown is where the paste stops; a
     # ``raise`` code line under it shows it is where the exception was raised.
@@ -258,7 +258,8 @@ def judged_by_origin(
         category = Category.OTHER
     asserted = origin.asserted if origin is not None and (cls or header) == "AssertionError" else ""
     layout = bool(_PARALLEL.search(asserted)) and category is not Category.KV_CACHE
-    message = (captured or {}).get("detail", "").strip()
+    # (a wrapper's message begins with the class inside it: raised_class)
+    message = (captured or {}).get("detail", "").strip().removeprefix(f"{cls}:").strip()
     sure = deterministic and (own or read) and category not in _HOST  # the same every start
     quoted = message or (hit.text if hit is not None else "")
     chosen = sure and chosen_setting(quoted, (captured or {}).get(SETTINGS, ""))
@@ -288,13 +289,3 @@ def under_repository(origin: Origin | None, cls: str) -> bool:
     """Whether an exception of type ``cls`` raised at ``origin`` is a library rejecting a
     call from the model repository's code (transformers_modules) in its traceback."""
     return origin is not None and origin.under_repository and cls in _API_MISMATCH
-
-
-def _exception_class(hit: Hit | None, captured: Mapping[str, str] | None) -> str:
-    if hit is None:
-        return ""
-    name = (captured or {}).get("exc") or ""
-    if not name:
-        found = _exc().match(hit.text)
-        name = found.group("cls") if found else ""
-    return name.rsplit(".", 1)[-1]

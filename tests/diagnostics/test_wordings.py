@@ -3394,6 +3394,33 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "oom",
         True,
     ),
+    # VLLM_LOGGING_CONFIG_PATH naming a file that is not there, or not a JSON object
+    # (vllm/logger.py passes the value as a second argument: the message prints as a
+    # tuple); the user's setting.
+    (
+        [
+            "RuntimeError: ('Could not load logging config. File does not exist: %s', "
+            "'/etc/vllm/logging_config.json')",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        ["RuntimeError: Could not load logging config. File does not exist: /etc/vllm/log.json"],
+        "bad_config",
+        True,
+    ),
+    (
+        ["ValueError: ('Invalid logging config. Expected dict, got %s.', 'list')"],
+        "bad_config",
+        True,
+    ),
+    # a library's own check of a package it needs, missing from the image (FastAPI's)
+    (
+        ['RuntimeError: Form data requires "python-multipart" to be installed.'],
+        "other",
+        True,
+    ),
 ]
 
 
