@@ -2799,14 +2799,6 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         False,
     ),
     (["/entrypoint.sh: line 9: aws: command not found"], "other", True),
-    (
-        [
-            "OSError: It looks like the config file at '/models/gemma-7b-it/config.json' is "
-            "not a valid JSON file."
-        ],
-        "bad_config",
-        True,
-    ),
     # A start command's variable the platform did not expand (no shell): vLLM rejects the
     # literal name as the value (held-out UC)
     (
@@ -3419,6 +3411,25 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     (
         ['RuntimeError: Form data requires "python-multipart" to be installed.'],
         "other",
+        True,
+    ),
+    # transformers: the model folder's own config.json is not JSON (a damaged file of the
+    # model's: other, permanent); any other file read as the config (a GGUF file named
+    # without its extension, the real corpus's vllm-7993) is the name the user gave.
+    (
+        [
+            "OSError: It looks like the config file at '/models/llama-ft/config.json' is not "
+            "a valid JSON file.",
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "OSError: It looks like the config file at '/models/ollama/granite-code:latest' is "
+            "not a valid JSON file.",
+        ],
+        "bad_config",
         True,
     ),
 ]
