@@ -3432,6 +3432,19 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # Ctrl-C while the GPUs waited on each other in a collective (vLLM's PyNccl): the
+    # hang NCCL's watchdog would report (tests/diagnostics/classify/test_interrupted.py)
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.10/dist-packages/vllm/distributed/'
+            'device_communicators/pynccl.py", line 253, in all_reduce',
+            "    NCCL_CHECK(",
+            "KeyboardInterrupt",
+        ],
+        "cuda_fault",
+        False,
+    ),
 ]
 
 

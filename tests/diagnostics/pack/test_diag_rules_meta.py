@@ -55,6 +55,8 @@ WITHOUT_A_REAL_LOG = {
     "main-module-not-guarded": "test_wordings.WORDINGS",
     # vLLM could not read the --config YAML file (held-out ADR, stop 59)
     "options-file-unreadable": "test_wordings.WORDINGS",
+    # Ctrl-C inside a collective between the GPUs (held-out AEJ, stop 60)
+    "interrupted-in-collective": "test_wordings.WORDINGS",
     # the model folder's own config.json does not parse (held-out AEZ, stop 60)
     "model-config-not-json": "test_wordings.WORDINGS",
     "logging-config-unreadable": "test_wordings.WORDINGS",
