@@ -274,3 +274,13 @@ _TRACEBACK_LINES = ("Traceback (most recent call last)", 'File "')
 # The most lines the exception line a ``raise X(`` code line raised follows it by (the
 # statement's other lines, the position markers of Python 3.11+).
 RAISED_WITHIN = 4
+
+
+def named_by_late(late: Hit | None, best: Hit) -> Hit:
+    """``best``, unless it only says that vLLM ended after ready (a consequence or a shape
+    read after ready: the shell's ``Killed``, a fatal signal's shutdown) and a bare error
+    after ready (``late``, Findings.late) came before it: that error, which the end shows
+    was no failed request the server outlived but what ended it."""
+    if late is None or best.rule.kind not in _SAYS_LESS or best.phase is not State.READY:
+        return best
+    return late if late.at < best.at else best

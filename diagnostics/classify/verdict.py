@@ -147,14 +147,14 @@ def judged_found(
     where = f"{entry.file} ({entry.function or 'module'})"
     cause = f"{cls or 'The error'} raised in {where}, a {category} check{said}"
     if permanent and deterministic:
-        cause += _SAME_WAY.format(where="", checks="")
+        cause += _SAME_WAY.format(where="", when=_BUILDING, checks="")
     return _judged("catalogued", category, permanent, evidence, cause, redactor)
 
 
 _SAME_WAY = (
-    " vLLM raises it{where} while building the engine{checks}, so a restart on the same "
-    "settings fails the same way."
+    " vLLM raises it{where} {when}{checks}, so a restart on the same settings fails the same way."
 )
+_BUILDING, _SERVING = "while building the engine", "while serving, after it was ready"
 
 
 def _judged(
@@ -275,7 +275,8 @@ def judged_by_origin(
         checks = "" if category is Category.OTHER else f" ({category} checks)"
         checks = " (a check of the parallel sizes chosen)" if layout else checks
         checks = f" (it rejects {chosen}, a value this start was set to)" if chosen else checks
-        cause += _SAME_WAY.format(where=" there", checks=checks)
+        when = _SERVING if hit is not None and hit.phase is State.READY else _BUILDING
+        cause += _SAME_WAY.format(where=" there", when=when, checks=checks)
     fix = raised_fix(cls or header, permanent and (own or read), permanent and repository, mismatch)
     return _judged("raised-in", category, permanent, evidence, cause, redactor, fix)
 
