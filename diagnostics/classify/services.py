@@ -114,6 +114,10 @@ SECTION = re.compile(r"^==> (?P<name>[^\n]{1,200}?) <==\s*$")
 TEST_ID = r"[\w./-]*test\w*\.py::[A-Za-z_][^\s]{0,200}"
 TEST_LINE = _TIME + rf"\s*(?P<name>{TEST_ID})"
 _TEST_LINE = re.compile(TEST_LINE)
+# pytest's separators of its session report ("=== FAILURES ===", "=== short test summary
+# info ===", "=== 1 failed, 3 passed in 318.54s ==="): after its tests ran, a failed
+# test's traceback is printed there, under no test's own id: no test's section.
+_REPORT = re.compile(r"^={3,} \S[^=]{0,200}? ={3,}\s*$")
 
 
 class Services:
@@ -136,6 +140,8 @@ class Services:
             return False
         if ".py::" in line and (test := _TEST_LINE.match(line)):
             self.section = test.group("name")  # the test's own lines follow (its server's)
+        elif line.startswith("===") and ".py::" in (self.section or "") and _REPORT.match(line):
+            self.section = self.current = None  # (a test's section, not a tail header's)
         if (ended := _COMPOSE_EXIT.match(line)) is not None:  # a service's exit: its line
             name = self.current = ended.group("name")
             return bool(self.vllm) and name not in self.vllm and not _for_vllm(name)

@@ -160,6 +160,36 @@ def test_another_tests_server_up_does_not_answer_a_tests_failed_start(timed):
     assert retried.state is State.READY
 
 
+def test_a_tests_failure_printed_in_the_session_report_is_read():
+    """pytest prints a failed test's traceback in its session report, after the tests
+    that ran after it (held-out AFG, stop 60): the report's separators end the last test's
+    section, so the traceback is not left out as another test's lines."""
+    lines = [
+        "tests/quant/test_matrix.py::test_load[awq] PASSED [ 33%]",
+        "tests/quant/test_matrix.py::test_load[fp8] ",
+        "INFO 11-19 03:27:50 config.py:350] This model supports multiple tasks: {'generate'}.",
+        "FAILED [ 66%]",
+        "tests/quant/test_matrix.py::test_load[bnb] PASSED [100%]",
+        "",
+        "=================================== FAILURES ===================================",
+        "____________________________ test_load[fp8] ____________________________",
+        "E   ValueError: The quantization method fp8 is not supported for the current GPU. "
+        "Minimum capability: 80. Current capability: 75.",
+        "=========================== short test summary info ============================",
+        "FAILED tests/quant/test_matrix.py::test_load[fp8] - ValueError: The quantization "
+        "method fp8 is not supported for the current GPU. Minimum capability: 80.",
+        "=================== 1 failed, 2 passed in 318.54s (0:05:18) ====================",
+    ]
+    diagnosis = both_paths(lines)
+    assert (str(diagnosis.category), diagnosis.state) == (
+        "model_requirement",
+        State.FAILED_PERMANENT,
+    )
+    # a tail header's file is no test's section: a separator inside it keeps it
+    other = ["==> monitor.log <==", "============= 1 failed in 2.00s =============", *lines[-6:-3]]
+    assert both_paths(["==> vllm.out <==", *VLLM_UP, *other]).state is State.READY
+
+
 LOADING = [
     "INFO 02-11 03:12:52 api_server.py:838] vLLM API server version 0.7.2",
     "INFO 02-11 03:13:04 weight_utils.py:252] Using model weights format ['*.safetensors']",
