@@ -109,7 +109,7 @@ def judged_by_catalogue(
     found = next((f for t in texts if (f := catalogue.lookup(t)) is not None), None)
     if found is None or found.entry.category is Category.OTHER:
         return None  # not catalogued, or known to say no more than "other"
-    cls = raised_as(raised_class(hit.text, (captured or {}).get("exc") or "") if hit else "", found)
+    cls = raised_as(_raised(hit, captured), found)
     detail = (captured.get("detail") or hit.text).strip()
     if detail.startswith(f"{cls}: "):  # the whole exception line: its class is named above
         detail = detail[len(cls) + 2 :]
@@ -213,11 +213,7 @@ def judged_by_origin(
     redactor: Redactor = redact,
 ) -> Diagnosis | None:
     """The verdict where the exception was raised, or None when that says nothing."""
-    cls = (
-        raised_class(hit.text, (captured or {}).get("exc") or "")
-        if hit
-        else "" or (origin.raised if origin is not None else "")
-    )
+    cls = _raised(hit, captured) or (origin.raised if origin is not None else "")
     header = origin.header_class if origin is not None else ""
     # Without the exception line, the innermost frame shown is where the paste stops; a
     # ``raise`` code line under it shows it is where the exception was raised.
@@ -290,3 +286,8 @@ def under_repository(origin: Origin | None, cls: str) -> bool:
     """Whether an exception of type ``cls`` raised at ``origin`` is a library rejecting a
     call from the model repository's code (transformers_modules) in its traceback."""
     return origin is not None and origin.under_repository and cls in _API_MISMATCH
+
+
+def _raised(hit: Hit | None, captured: Mapping[str, str] | None) -> str:
+    """The class ``hit``'s exception line says was raised (linereading.raised_class)."""
+    return "" if hit is None else raised_class(hit.text, (captured or {}).get("exc") or "")
