@@ -182,13 +182,13 @@ def test_a_file_transformers_parses_that_does_not_parse_is_permanent(pack):
         "    obj, end = self.scan_once(s, idx)",
         "json.decoder.JSONDecodeError: Invalid control character at: line 198 column 66 (char 5873)",
     ]
-    diagnosis = classify_lines(lines, pack)
+    diagnosis = both_paths(lines, pack)
     assert (str(diagnosis.category), diagnosis.state) == ("other", State.FAILED_PERMANENT)
     assert "does not parse" in (diagnosis.fix or "")
     assert "line 198 column 66" in (diagnosis.cause or "")
     # another type raised there (transformers is not vLLM): a restart may help
     other = [*lines[:-1], "ValueError: something in transformers"]
-    assert classify_lines(other, pack).state is State.FAILED_TRANSIENT
+    assert both_paths(other, pack).state is State.FAILED_TRANSIENT
 
 
 def test_a_runtime_error_keeps_the_permanence_of_its_category(pack):
