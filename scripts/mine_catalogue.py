@@ -287,6 +287,20 @@ def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
             text = template_of(node.value)
             if text:
                 found.append(("message", text, scope))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id.lower().endswith(_MESSAGE_NAMES)
+            and len(node.args) == 1
+        ):
+            # A part of a message collected in a list and raised joined (vLLM's
+            # PEFTHelper: error_msg.append("vLLM does not yet support DoRA."), then
+            # raise ValueError(" ".join(error_msg))): each part is a message's wording.
+            text = template_of(node.args[0])
+            if text:
+                found.append(("message", text, scope))
 
     visit(tree, "<module>")
     return found

@@ -3432,6 +3432,25 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # ... and a config.json in the hub cache's snapshot: what the hub client saved in its
+    # place (a proxy's page, an error body, a cut file), a download to do again: network
+    (
+        [
+            "OSError: It looks like the config file at '/root/.cache/huggingface/hub/models--"
+            "acme--tiny-7b/snapshots/41b61a33a2483885c981aa79e0df6b32407ed873/config.json' is "
+            "not a valid JSON file.",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            "OSError: It looks like the config file at 'C:\\Users\\me\\.cache\\huggingface\\hub"
+            "\\models--acme--tiny-7b\\snapshots\\41b61a33\\config.json' is not a valid JSON file.",
+        ],
+        "network",
+        False,
+    ),
     # Ctrl-C while the GPUs waited on each other in a collective (vLLM's PyNccl): the
     # hang NCCL's watchdog would report (tests/diagnostics/classify/test_interrupted.py)
     (

@@ -44,6 +44,35 @@ def test_an_assert_with_a_message_is_a_raise_site():
     ]  # the bare ``assert conf`` says nothing: not a message
 
 
+PEFT = """
+class PEFTHelper:
+    def _validate_features(self):
+        error_msg = []
+        if self.use_dora:
+            error_msg.append("vLLM does not yet support DoRA.")
+        if self.bias != "none":
+            error_msg.append(f"Adapter bias cannot be used for {self.name}.")
+        items.append("not a message at all, only an item")
+        return error_msg
+
+    def validate(self):
+        error_msg = self._validate_features()
+        if error_msg:
+            raise ValueError(f"{' '.join(error_msg)}")
+"""
+
+
+def test_the_parts_of_a_message_collected_in_a_list_are_messages():
+    """A message whose parts are appended to a list and raised joined (vLLM's PEFTHelper)
+    is read part by part; an append to a list of anything else is not a message."""
+    found = MINER.messages(ast.parse(PEFT))
+    assert found == [
+        ("message", "vLLM does not yet support DoRA.", "PEFTHelper._validate_features"),
+        ("message", "Adapter bias cannot be used for {}.", "PEFTHelper._validate_features"),
+        ("ValueError", "{}", "PEFTHelper.validate"),  # only a field: mine() drops it
+    ]
+
+
 def _tree(root: Path, version: str, source: str) -> None:
     path = root / f"vllm-{version}" / "vllm" / "device_allocator" / "cumem.py"
     path.parent.mkdir(parents=True)
