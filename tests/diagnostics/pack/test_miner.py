@@ -176,3 +176,23 @@ def test_both_catalogues_are_what_the_assign_table_makes_of_their_messages():
     path = FULL.parent / "catalogue.jsonl"
     on_disk = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert current == on_disk, "run python scripts/mine_catalogue.py --reassign"
+
+
+def test_the_pipelines_layer_partition_is_the_users_setting():
+    """get_pp_indices checks only VLLM_PP_LAYER_PARTITION (its parse, its count against the
+    pipeline's stages, its sum against the model's layers): bad_config, though the
+    messages name the variable's parts only."""
+    assert _category("sum(partitions)={} does not match num_hidden_layers={}.") == "bad_config"
+    assert _category("len(partitions)={} does not match pp_size={}.") == "bad_config"
+    line = "ValueError: sum(partitions)=40 does not match num_hidden_layers=80."
+    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
+
+
+def test_a_message_part_collected_in_a_list_is_catalogued():
+    line = "ValueError: Call to add_lora method failed: vLLM does not yet support DoRA."
+    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
+    line = "ValueError: Adapter bias cannot be used without bias_enabled."
+    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    assert diagnosis.rule == "catalogued-bad-config"
