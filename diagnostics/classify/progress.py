@@ -7,13 +7,12 @@ the model repository's own code it shows (where its exception was raised: proven
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from diagnostics.classify.normalize import normalize
-from diagnostics.model import Category, Diagnosis, State
+from diagnostics.model import Category, State
 from diagnostics.pack.evidence import REPOSITORY_CODE, project_path
-from diagnostics.pack.rules import PHASES, Pattern, RulePack
+from diagnostics.pack.rules import PHASES, Pattern
 
 if TYPE_CHECKING:  # (findings imports this module)
     from diagnostics.classify.findings import Hit
@@ -239,6 +238,8 @@ def outgrown(best: Hit, state: State | None, bar: tuple[str, int] | None = None)
         return went_on or (state is not State.STARTING and warned(best.raw))
     if _socket_words(best) and (at > found or _went_on(best, state, bar)):
         return True  # the socket's words in a message, then progress: survived
+    if at > found and _network_warned(best):
+        return True  # a request logged as failed, not raised, then a later phase
     return _words_warned(best) and at >= max(1, found)
 
 
@@ -264,37 +265,23 @@ def _socket_words(best: Hit) -> bool:
     )
 
 
+# A library's own logger header at WARNING or below before its message ("[2025-10-14
+# 09:13:03,402] LMCache WARNING: ...", Python's "WARNING:name:...", "... - WARNING - ...").
+_LIBRARY_WARNED = re.compile(r"(?:^|[\s|\]])(?:WARNING|WARN|INFO|DEBUG)(?::|\s+-\s)")
+
+
+def _network_warned(best: Hit) -> bool:
+    """A network failure that vLLM or a library logged below ERROR, not raised: a request
+    it could do without (LMCache's usage report, a lookup it falls back from). The start
+    reaching a later phase after it survived it."""
+    if best.rule.category is not Category.NETWORK:
+        return False
+    return warned(best.raw) or _LIBRARY_WARNED.search(best.raw) is not None
+
+
 def _words_warned(best: Hit) -> bool:
     """Generic structure (the socket's words) that vLLM or a library logged below ERROR:
     a retry's notice ("Error while downloading ...: Read timed out", then "Trying to
     resume download..."). Progress after it (the download or the load going on) outgrew
     it."""
     return best.rule.generic and best.rule.kind == "structure" and warned(best.raw)
-
-
-def settings_shown(verdict: Diagnosis, pack: RulePack, lines: Iterable[str]) -> frozenset[int]:
-    """The rules read ``anywhere`` (their ``after`` markers are settings: the environment
-    the start ran in, wherever the paste shows it) that read the failed ``verdict``'s
-    evidence and whose markers one of ``lines`` (raw) shows: a setting pasted after the
-    failure (an environment dump, a compose file below the log) that the classifier,
-    reading in order, had not seen when it read the evidence."""
-    if not verdict.failed or verdict.evidence is None:
-        return frozenset()
-    text = normalize(verdict.evidence.text)
-    rules = [r for r in pack.rules if r.anywhere and any(rx.search(text) for rx in r.patterns)]
-    if not rules:
-        return frozenset()
-    shown = {r.priority for r in rules for line in lines if any(rx.search(line) for rx in r.after)}
-    return frozenset(shown)
-
-
-def late_setting(
-    verdict: Diagnosis, shown: frozenset[int], pack: RulePack, again: Callable[[], Diagnosis]
-) -> Diagnosis:
-    """``verdict``, or the log read ``again`` knowing the settings ``shown`` anywhere
-    (:func:`settings_shown`), when a rule they condition reads it so."""
-    rules = {pack.rules[p].id for p in shown}
-    if not rules or verdict.rule in rules:
-        return verdict
-    read = again()
-    return read if read.rule in rules else verdict

@@ -7,7 +7,7 @@ output, the worker's pipe, runs in order and shows no settings after it):
   (:mod:`diagnostics.attempts.last`);
 - a setting the paste shows after the failure (an environment dump, a compose file
   below the log) is the environment the start ran in: the log is read again knowing it
-  (:func:`diagnostics.classify.progress.settings_shown`);
+  (:func:`diagnostics.attempts.lines.settings_shown`);
 - a failure the model's files can cause (no model in a local folder, weights missing
   or cut) after a step before vLLM's first start failed is what that step left
   (:func:`diagnostics.attempts.decisive.left_by_a_step`)."""
@@ -21,7 +21,7 @@ from typing import BinaryIO, NamedTuple
 
 from diagnostics.attempts.decisive import left_by_a_step, may_be_left
 from diagnostics.attempts.last import rerun_command
-from diagnostics.classify.progress import late_setting, settings_shown
+from diagnostics.attempts.lines import late_setting, settings_shown
 from diagnostics.formats.order import newest_first
 from diagnostics.model import Diagnosis
 from diagnostics.pack.rules import RulePack

@@ -3464,6 +3464,76 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # Kubernetes: kubelet's eviction under the node's memory pressure (host memory, oom)
+    # and disk pressure (disk-full, transient); the scheduler finding no node; the node
+    # lost under the start (held-out AGQ, stop 61)
+    (
+        [
+            "Warning  Evicted  2m  kubelet  The node was low on resource: memory. Threshold "
+            "quantity: 100Mi, available: 88204Ki. Container vllm was using 61212272Ki, request "
+            "is 0, has larger consumption of memory.",
+        ],
+        "oom",
+        True,
+    ),
+    (
+        [
+            "2m  Warning  Evicted  pod/vllm-0  The node was low on resource: ephemeral-storage. "
+            "Threshold quantity: 10726734540, available: 9761204Ki.",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            'Warning  Evicted  1m  kubelet  Container vllm exceeded its local ephemeral storage limit "20Gi".'
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "  Warning  FailedScheduling  18m  default-scheduler  0/5 nodes are available: 2 "
+            "Insufficient nvidia.com/gpu, 3 node(s) didn't match Pod's node affinity/selector.",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "  Ready  Unknown  Thu, 27 Mar 2025 10:21:37 +0000  Thu, 27 Mar 2025 10:22:19 +0000"
+            "  NodeStatusUnknown  Kubelet stopped posting node status.",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "  Normal  TaintManagerEviction  4m  taint-eviction-controller  Marking for deletion Pod default/vllm-0"
+        ],
+        "other",
+        False,
+    ),
+    # vLLM's own csrc (the sleep-mode allocator's CUDA_CHECK) writes "CUDA Error:"
+    (
+        [
+            "RuntimeError: CUDA Error: operation not supported at /workspace/csrc/cumem_allocator.cpp:62"
+        ],
+        "cuda_fault",
+        False,
+    ),
+    # torch's message when PyTorch in this process holds nothing ("0 bytes"): the GPU is
+    # held by other processes (held-out AGL, stop 61)
+    (
+        [
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.12 GiB. GPU 0 has a "
+            "total capacity of 14.74 GiB of which 482.12 MiB is free. Process 9923 has 13.85 GiB "
+            "memory in use. Process 10411 has 420.00 MiB memory in use. Of the allocated memory 0 "
+            "bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.",
+        ],
+        "oom",
+        False,
+    ),
 ]
 
 

@@ -57,6 +57,11 @@ WITHOUT_A_REAL_LOG = {
     "options-file-unreadable": "test_wordings.WORDINGS",
     # Ctrl-C inside a collective between the GPUs (held-out AEJ, stop 60)
     "interrupted-in-collective": "test_wordings.WORDINGS",
+    # Kubernetes' scheduler finding no node, and the node lost under the start
+    # (held-out AGQ, stop 61)
+    "pod-not-scheduled": "test_wordings.WORDINGS",
+    "pod-evicted": "test_wordings.WORDINGS",
+    "node-lost": "test_wordings.WORDINGS",
     # the model folder's own config.json does not parse (held-out AEZ, stop 60)
     "model-config-not-json": "test_wordings.WORDINGS",
     "logging-config-unreadable": "test_wordings.WORDINGS",
