@@ -87,3 +87,33 @@ def test_the_sockets_words_then_more_of_the_same_phase_are_the_network():
     # and a failure after the later phase is judged without them
     failed = both_paths([START, DOWNLOADING, *RESUMED, *LOADING, ENGINE_FAILED], PACK)
     assert failed.rule == "engine-wrapper"
+
+
+# a request a library logged as failed under its own logger's header, below ERROR
+# (LMCache's usage report; held-out AGM, stop 61), not raised: the start went on past it
+WARNED = {
+    "lmcache": "[2025-10-14 09:13:03,402] LMCache WARNING: Failed to send usage data to "
+    "server: HTTPSConnectionPool(host='lmcache.ai', port=443): Max retries exceeded with "
+    "url: /endpoint (Caused by NameResolutionError(\"Failed to resolve 'lmcache.ai'\"))",
+    "python": "WARNING:some_library.telemetry:Max retries exceeded with url: /api/report",
+    "dashes": "2025-10-14 09:13:03,402 - telemetry - WARNING - Max retries exceeded with url: /r",
+}
+
+
+@pytest.mark.parametrize("header", sorted(WARNED))
+@pytest.mark.parametrize("apart", [False, True], ids=["same-block", "blocks-apart"])
+def test_a_network_failure_logged_as_a_warning_then_a_later_phase_is_survived(header, apart):
+    lines = [START, WARNED[header], *(NOISE if apart else []), DOWNLOADING, *LOADING]
+    assert both_paths(lines, PACK).state is State.LOADING
+
+
+@pytest.mark.parametrize("header", sorted(WARNED))
+def test_a_network_failure_logged_as_a_warning_still_ends_a_start_that_went_no_further(header):
+    diagnosis = both_paths([START, WARNED[header]], PACK)
+    assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_TRANSIENT, "network")
+
+
+def test_a_network_failure_logged_as_an_error_is_not_outgrown():
+    error = WARNED["lmcache"].replace("LMCache WARNING:", "LMCache ERROR:")
+    diagnosis = both_paths([START, error, DOWNLOADING, *LOADING], PACK)
+    assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_TRANSIENT, "network")
