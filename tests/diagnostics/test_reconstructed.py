@@ -63,6 +63,10 @@ LEFT_MISSED = {
     # refused, retrying", repeated hundreds of times), the paste ending while it waits;
     # a few such retries are normal while the peers come up, and no line says it failed
     "logs/cuda_fault/ADB-nccl-bootstrap-connect-refused-retrying.log",
+    # a node lost (stop 61): Kubernetes' events say the node stopped answering, then the
+    # person pastes vLLM's last lines "before it went away" below them (loading): the
+    # paste's order against its sentence, which no line's content settles
+    "logs/other/AGQ-node-notready-pod-stuck-terminating.log",
 }
 
 
