@@ -229,7 +229,9 @@ def outgrown(best: Hit, state: State | None, bar: tuple[str, int] | None = None)
     below ERROR (a retried request, then the download going on: V1 downloads once the
     load has begun); or it is a warning's generic words (:func:`_words_warned`)
     and the start made progress in that phase or a later one (not a new start); the
-    socket's words and such a notice by the interrupted download going on (_went_on)."""
+    socket's words and such a notice by the interrupted download going on (_went_on); a
+    network failure logged below ERROR in any logger's format (:func:`_network_warned`)
+    by a later phase."""
     if state not in PHASE_ORDER or best.phase not in PHASE_ORDER:
         return False
     at, found = PHASE_ORDER.index(state), PHASE_ORDER.index(best.phase)
