@@ -3534,6 +3534,22 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "oom",
         False,
     ),
+    # IPython's numbered context lines that are a raise or a string literal are source (a
+    # branch that may not have run), not the message raised (held-out AGV, stop 61)
+    (
+        [
+            "ValueError                                Traceback (most recent call last)",
+            "File /opt/conda/lib/python3.10/site-packages/vllm/entrypoints/llm.py:175, in "
+            "LLM.__init__(self, model, **kwargs)",
+            "    152     raise TypeError(",
+            "    153         \"LLM.__init__() got an unexpected keyword argument 'swap_space'\")",
+            "--> 175 self.llm_engine = LLMEngine.from_engine_args(engine_args)",
+            "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least "
+            "8.0. Your Tesla T4 GPU has compute capability 7.5.",
+        ],
+        "model_requirement",
+        True,
+    ),
 ]
 
 
