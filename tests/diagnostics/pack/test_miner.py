@@ -196,3 +196,21 @@ def test_a_message_part_collected_in_a_list_is_catalogued():
     line = "ValueError: Adapter bias cannot be used without bias_enabled."
     diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
     assert diagnosis.rule == "catalogued-bad-config"
+
+
+def test_a_verify_function_of_a_kernel_or_a_quantization_checks_the_checkpoint():
+    """verify/validate functions check the start's own options (bad_config), except in the
+    kernels, quantization methods, platforms and attention backends, where they check what
+    the checkpoint or the GPU supports (model_requirement), unless the message names an
+    option the user chose."""
+    template = (
+        "Only support per-tensor scaling factor for compressed-tensors KV cache. Expected "
+        "strategy: tensor, found strategy: {}"
+    )
+    assert _category(template) == "model_requirement"  # the checkpoint's KV-cache scheme
+    assert _category("chunked prefill cannot be used with prefix caching now.") == "bad_config"
+    marlin = (
+        "Weight input_size_per_partition = {} is not divisible by group_size = {}. Consider "
+        "reducing tensor_parallel_size or running with --quantization gptq."
+    )
+    assert _category(marlin) == "bad_config"  # names the options that resolve it
