@@ -22,14 +22,14 @@ PHASE, RULE, HEADER_CLASS, SEEN = range(4)
 
 _NOT_SEEN = frozenset({"phase", "rule", "reshaped", "error_level"})
 
-# A Python ``except`` clause, as a traceback's code lines show it (IPython's context
-# lines and pytest's under their line numbers): source that catches an exception, never
-# a message of one (``except GatedRepoError as e:`` is no refusal of the hub).
-_EXCEPT_CLAUSE = re.compile(r"^\s*(?:-*>\s*)?(?:\d+\s+)?except\b[^:]*:\s*(?:#.*)?$")
-# A traceback's numbered code line (IPython's context, an editor's) that is a raise or a
-# string literal: the source of a message, of a branch that may not have run, never the
-# message raised (that is the exception line below the frames).
-_SOURCE_LINE = re.compile(r"^\s*(?:-*>\s*)?\d+\s+(?:raise\b|[rRbBuUfF]{0,2}[\"'])")
+# A traceback's code line, not a message (IPython's context lines and pytest's, under
+# their line numbers, IPython's arrow): a Python ``except`` clause, numbered or not,
+# source that catches an exception (``except GatedRepoError as e:`` is no refusal of the
+# hub); a numbered raise or string literal, the source of a message of a branch that may
+# not have run, never the message raised (that is the exception line below the frames).
+_SOURCE_LINE = re.compile(
+    r"^\s*(?:-*>\s*)?(?:(?:\d+\s+)?except\b[^:]*:\s*(?:#.*)?$|\d+\s+(?:raise\b|[rRbBuUfF]{0,2}[\"']))"
+)
 
 
 class Reading(NamedTuple):
@@ -89,7 +89,7 @@ def _read(pack: RulePack, line: str) -> Reading | None:
     # and given a str its wrapper encodes it and maps every offset back, 2/3 of a search)
     encoded = text.encode("utf-8", "surrogateescape")
     ids = raw if text == clean else hit_ids(pack, encoded)  # no prefix stripped: the same
-    if not ids or access_line(text) or _EXCEPT_CLAUSE.match(text) or _SOURCE_LINE.match(text):
+    if not ids or access_line(text) or _SOURCE_LINE.match(text):
         return Reading(error_level, text, clean, ()) if error_level else None
     clean = clean_raw(line) if plain else clean
     patterns = pack.patterns
