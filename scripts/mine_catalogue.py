@@ -222,6 +222,31 @@ def _message_of(node: ast.AST) -> str | None:
     return CONSTANT_REF + ref if ref is not None else None
 
 
+def _built_message(node: ast.AST) -> ast.AST | None:
+    """The expression of a message built before it is raised, in a variable named as a
+    message (``*msg``, ``*message``): assigned whole (huggingface_hub's HTTP errors), or a
+    part appended to a list raised joined (vLLM's PEFTHelper:
+    ``error_msg.append("vLLM does not yet support DoRA.")``, then
+    ``raise ValueError(" ".join(error_msg))``: each part is a message's wording)."""
+    if (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id.lower().endswith(_MESSAGE_NAMES)
+    ):
+        return node.value
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "append"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id.lower().endswith(_MESSAGE_NAMES)
+        and len(node.args) == 1
+    ):
+        return node.args[0]
+    return None
+
+
 def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
     """(exception type or "logger.error", template, function) of every raise, fatal log
     call (error, critical, exception; a warning right before a raise or exit) and
@@ -277,30 +302,8 @@ def messages(tree: ast.AST) -> list[tuple[str, str, str]]:
                         and (item := _message_of(value))
                     ):
                         found.append((CONSTANT_DEF, item, f"{constant}[{key.value}]"))
-        elif (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id.lower().endswith(_MESSAGE_NAMES)
-        ):
-            # A message built first and raised later (huggingface_hub's HTTP errors).
-            text = template_of(node.value)
-            if text:
-                found.append(("message", text, scope))
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "append"
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id.lower().endswith(_MESSAGE_NAMES)
-            and len(node.args) == 1
-        ):
-            # A part of a message collected in a list and raised joined (vLLM's
-            # PEFTHelper: error_msg.append("vLLM does not yet support DoRA."), then
-            # raise ValueError(" ".join(error_msg))): each part is a message's wording.
-            text = template_of(node.args[0])
-            if text:
-                found.append(("message", text, scope))
+        elif (built := _built_message(node)) is not None and (text := template_of(built)):
+            found.append(("message", text, scope))
 
     visit(tree, "<module>")
     return found
@@ -350,6 +353,7 @@ def _extraction_code() -> str:
         _fatal_warnings,
         _constant_ref,
         _message_of,
+        _built_message,
     )
     parts = [inspect.getsource(f) for f in (*functions, _logged_template, messages, normalise)]
     return hashlib.sha1("".join(parts).encode()).hexdigest()
