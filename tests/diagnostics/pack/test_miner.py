@@ -13,8 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from diagnostics import Classifier
-from tests.support.packs import shipped_pack
+from tests.support.packs import both_paths
 from tests.support.scripts import load_script
 
 MINER = load_script("mine_catalogue")
@@ -131,7 +130,7 @@ def test_a_catalogued_assertion_names_its_category_without_its_frames():
         "AssertionError: Expandable segments are not compatible with memory pool. Please "
         "track https://github.com/pytorch/pytorch/issues/147851 for the latest updates."
     )
-    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    diagnosis = both_paths([line])
     assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
     assert diagnosis.rule == "catalogued-bad-config"
 
@@ -161,7 +160,7 @@ def test_the_utils_package_is_in_scope_and_the_argument_parser_is_the_users_comm
     assert _category("{} is an empty sequence") == "other"
     # Python prints an exception raised with two arguments as a tuple: still read
     line = "ValueError: ('Config file must be of a yaml/yml type.           %s supplied', 'json')"
-    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    diagnosis = both_paths([line])
     assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
 
 
@@ -185,16 +184,16 @@ def test_the_pipelines_layer_partition_is_the_users_setting():
     assert _category("sum(partitions)={} does not match num_hidden_layers={}.") == "bad_config"
     assert _category("len(partitions)={} does not match pp_size={}.") == "bad_config"
     line = "ValueError: sum(partitions)=40 does not match num_hidden_layers=80."
-    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    diagnosis = both_paths([line])
     assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
 
 
 def test_a_message_part_collected_in_a_list_is_catalogued():
     line = "ValueError: Call to add_lora method failed: vLLM does not yet support DoRA."
-    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    diagnosis = both_paths([line])
     assert (str(diagnosis.category), diagnosis.permanent) == ("bad_config", True)
     line = "ValueError: Adapter bias cannot be used without bias_enabled."
-    diagnosis = Classifier(shipped_pack()).feed_all([line]).diagnosis()
+    diagnosis = both_paths([line])
     assert diagnosis.rule == "catalogued-bad-config"
 
 
