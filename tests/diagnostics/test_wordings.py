@@ -3550,6 +3550,58 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # A hub repo vLLM's tokenizer loads the Hugging Face way that has no config.json (a
+    # repo in Mistral's format: params.json, tekken.json; held-out CS, AHE): the tokenizer
+    # options do not fit the repo (bad_config); an empty local tokenizer folder is missing.
+    *(
+        (
+            [
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/transformers_utils/'
+                'tokenizer.py", line 146, in get_tokenizer',
+                "    tokenizer = AutoTokenizer.from_pretrained(",
+                f"OSError: {where} does not appear to have a file named config.json. Checkout "
+                f"'https://huggingface.co/{where}/tree/main' for available files.",
+            ],
+            category,
+            True,
+        )
+        for where, category in (
+            ("mistralai/Pixtral-12B-2409", "bad_config"),
+            ("/models/tokenizer", "model_not_found"),
+        )
+    ),
+    # An adapter using a LoRA feature vLLM does not implement (PEFTHelper's feature
+    # checks), LoRA on an encoder/decoder model: what the model lacks, as "does not support
+    # LoRA" (held-out AHC, AEN); the adapter's rank above --max-lora-rank is the option's.
+    *(
+        ([f"ValueError: Call to add_lora method failed: {message}"], category, True)
+        for message, category in (
+            ("vLLM does not yet support DoRA.", "model_requirement"),
+            ("vLLM does not support QALoRA.", "model_requirement"),
+            ("vLLM only supports modules_to_save being None.", "model_requirement"),
+            ("LoRA rank 64 is greater than max_lora_rank 16.", "bad_config"),
+        )
+    ),
+    (
+        [
+            "NotImplementedError: LoRA is currently not currently supported with "
+            "encoder/decoder models.",
+        ],
+        "model_requirement",
+        True,
+    ),
+    # vLLM's safetensors lookup logged at ERROR (it goes on without the metadata), the
+    # log ending there: the hub was not reached, whatever the held message (stop 62)
+    (
+        [
+            "(APIServer pid=1) ERROR 08-14 09:51:30 [config.py:130] Error retrieving "
+            "safetensors: Repo id must be in the form 'repo_name' or "
+            "'namespace/repo_name': '/models/gpt-oss-120b'. Use `repo_type` argument if "
+            "needed., retrying 1 of 2",
+        ],
+        "network",
+        False,
+    ),
 ]
 
 

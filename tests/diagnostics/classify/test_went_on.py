@@ -117,3 +117,64 @@ def test_a_network_failure_logged_as_an_error_is_not_outgrown():
     error = WARNED["lmcache"].replace("LMCache WARNING:", "LMCache ERROR:")
     diagnosis = both_paths([START, error, DOWNLOADING, *LOADING], PACK)
     assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_TRANSIENT, "network")
+
+
+# vLLM's look at the repo's safetensors metadata (0.9.1 on) logs each failure at ERROR and
+# goes on without it, whatever the reason: a local folder read as a repo id, a gated repo,
+# the hub unreachable (rules/30-hub.yaml safetensors-lookup-notice).
+NOTICES = {
+    "local folder": "(APIServer pid=1) ERROR 08-14 09:51:30 [config.py:130] Error retrieving "
+    "safetensors: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
+    "'/models/gpt-oss-120b'. Use `repo_type` argument if needed., retrying 1 of 2",
+    "gated": "(APIServer pid=1) ERROR 08-14 09:51:30 [config.py:128] Error retrieving "
+    "safetensors: 401 Client Error. (Request ID: Root=1-68a2) Cannot access gated repo for "
+    "url https://huggingface.co/api/models/org/model/revision/main.",
+    "timeout": "(APIServer pid=1) WARNING 08-14 09:51:30 [utils.py:118] Error retrieving "
+    "safetensors: (ReadTimeoutError(\"HTTPSConnectionPool(host='huggingface.co', port=443): "
+    'Read timed out. (read timeout=10)"))',
+}
+V1_START = (
+    "(APIServer pid=1) INFO 08-14 09:51:23 [api_server.py:1805] vLLM API server version 0.10.1.1"
+)
+V1_LOADING = [
+    "(VllmWorker TP0 pid=339) INFO 08-14 09:51:46 [gpu_model_runner.py:1953] Starting to load "
+    "model /models/gpt-oss-120b...",
+    "Loading safetensors checkpoint shards:  33% Completed | 5/15 [00:06<00:13,  1.33s/it]",
+]
+HARMONY = [
+    '(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/'
+    'harmony_utils.py", line 46, in get_encoding',
+    "(APIServer pid=1) openai_harmony.HarmonyError: error downloading or loading vocab file: "
+    "failed to download or load vocab file",
+]
+ARCH = [
+    "(EngineCore_0 pid=271) ValueError: Model architectures ['FooForCausalLM'] are not "
+    "supported for now.",
+]
+
+
+@pytest.mark.parametrize("notice", list(NOTICES), ids=list(NOTICES))
+def test_the_safetensors_lookup_notice_then_loading_is_a_start_under_way(notice):
+    lines = [V1_START, NOTICES[notice], *V1_LOADING]
+    assert both_paths(lines, PACK).state is State.LOADING
+
+
+@pytest.mark.parametrize("notice", list(NOTICES), ids=list(NOTICES))
+@pytest.mark.parametrize(
+    ("after", "category", "permanent"),
+    [(HARMONY, "network", False), (ARCH, "model_requirement", True)],
+    ids=["harmony-vocab", "architecture"],
+)
+@pytest.mark.parametrize("went_on", [False, True], ids=["same-phase", "after-loading"])
+def test_a_cause_after_the_safetensors_lookup_notice_decides(
+    notice, after, category, permanent, went_on
+):
+    lines = [V1_START, NOTICES[notice], *(V1_LOADING if went_on else []), *after]
+    diagnosis = both_paths(lines, PACK)
+    assert (str(diagnosis.category), diagnosis.permanent) == (category, permanent)
+    assert diagnosis.rule != "safetensors-lookup-notice"
+
+
+def test_the_safetensors_lookup_notice_alone_is_the_network_not_a_missing_model():
+    diagnosis = both_paths([V1_START, NOTICES["local folder"]], PACK)
+    assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_TRANSIENT, "network")
