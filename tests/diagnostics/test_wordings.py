@@ -1656,11 +1656,12 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "model_requirement",
         True,
     ),
+    # the image's tokenizers too old for the model's tokenizer.json: the image's (stop 62)
     (
         [
             "Exception: data did not match any variant of untagged enum ModelWrapper at line 268080 column 3",
         ],
-        "model_requirement",
+        "other",
         True,
     ),
     # a config field the model's config class lacks (a paste without its frames)
@@ -3601,6 +3602,115 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         ],
         "network",
         False,
+    ),
+    # "no kernel image" after torch's warning that the GPU's architecture is missing from
+    # its build: a three-digit one (sm_100 and later) is newer than the image's CUDA
+    # build, the image's (other, permanent); an older GPU below the build's oldest, or no
+    # warning, is the GPU's requirement (held-out writers 25 to 7, stop 62)
+    *(
+        (
+            [
+                *warning,
+                "RuntimeError: CUDA error: no kernel image is available for execution on the "
+                "device",
+            ],
+            category,
+            True,
+        )
+        for warning, category in (
+            (
+                [
+                    "/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:235: "
+                    "UserWarning: ",
+                    "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible "
+                    "with the current PyTorch installation.",
+                    "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 "
+                    "sm_75 sm_80 sm_86 sm_90.",
+                ],
+                "other",
+            ),
+            (
+                [
+                    "NVIDIA GB200 with CUDA capability sm_100 is not compatible with the "
+                    "current PyTorch installation.",
+                ],
+                "other",
+            ),
+            (
+                [
+                    "Tesla P40 with CUDA capability sm_61 is not compatible with the current "
+                    "PyTorch installation.",
+                ],
+                "model_requirement",
+            ),
+            ([], "model_requirement"),
+        )
+    ),
+    # torch's warning alone for such a GPU: the image's; for a GPU older than the build's
+    # oldest, the GPU's requirement (stop 62)
+    *(
+        (
+            [
+                f"{gpu} with CUDA capability {arch} is not compatible with the current "
+                "PyTorch installation.",
+                "Traceback (most recent call last):",
+            ],
+            category,
+            True,
+        )
+        for gpu, arch, category in (
+            ("NVIDIA GeForce RTX 5080", "sm_120", "other"),
+            ("Tesla K80", "sm_37", "model_requirement"),
+        )
+    ),
+    # vLLM without a platform in an environment whose PyTorch is the CPU build, or whose
+    # CUDA runtime library (the CUDA wheels' libcudart) is missing: the image's packages
+    # (held-out AHM, stop 62); the host's driver library missing stays the host's
+    *(
+        (
+            [
+                *before,
+                "WARNING 11-27 15:40:19 _custom_ops.py:20] Failed to import from vllm._C with "
+                f"ImportError('{library}: cannot open shared object file: No such file or "
+                "directory')",
+                "RuntimeError: Failed to infer device type",
+            ],
+            category,
+            permanent,
+        )
+        for before, library, category, permanent in (
+            (["2.5.1+cpu False"], "libcuda.so.1", "other", True),
+            ([], "libcudart.so.12", "other", True),
+            ([], "libcuda.so.1", "cuda_fault", False),
+        )
+    ),
+    # vLLM's read of a dead worker's answer cancelled ("RuntimeError: cancelled", from
+    # shm_broadcast's acquire_read) is a consequence: the worker's own end before it
+    # decides (held-out AHL, stop 62)
+    *(
+        (
+            [
+                *before,
+                "ERROR 06-14 03:12:46 [multiproc_executor.py:135] Worker proc VllmWorker-3 "
+                "died unexpectedly, shutting down executor.",
+                'ERROR 06-14 03:12:47 [core.py:515]     raise RuntimeError("cancelled")',
+                "ERROR 06-14 03:12:47 [core.py:515] RuntimeError: cancelled",
+            ],
+            category,
+            False,
+        )
+        for before, category in (
+            (
+                [
+                    "[rank3]:[E614 03:12:45.118304961 ProcessGroupNCCL.cpp:632] [Rank 3] "
+                    "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, "
+                    "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+                    "600063 milliseconds before timing out.",
+                ],
+                "cuda_fault",
+            ),
+            ([], "other"),
+        )
     ),
 ]
 

@@ -50,6 +50,12 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # a GPU newer than the image's CUDA build (reconstructed logs, writers 25 to 7; held-out
+    # AHM, stop 62), and the tokenizers library older than the model's tokenizer.json
+    # (reconstructed logs, writers 16 to 1; held-out AHE, AHI, stop 62)
+    "gpu-newer-than-image": "test_wordings.WORDINGS",
+    "torch-build-older-than-gpu": "test_wordings.WORDINGS",
+    "tokenizers-too-old-for-the-file": "test_wordings.WORDINGS",
     # vLLM's safetensors lookup logged at ERROR and gone on from (held-out AHE, stop 62;
     # reconstructed logs only): its built cases in test_went_on.py too
     "safetensors-lookup-notice": "test_wordings.WORDINGS",
