@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from diagnostics.classify.linereading import EXCEPTION_LINE, RAISE_CODE, logged_repr, raised_by
 from diagnostics.classify.normalize import wrapped_at_width
-from diagnostics.classify.progress import Origin, Progress, warned
+from diagnostics.classify.progress import Origin, Progress, logged_below_error, warned
 from diagnostics.classify.told import told
 from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
 from diagnostics.model import State
@@ -173,9 +173,10 @@ class Findings:
         # where it was found (phase, service, download bar) and whether a person told of it
         where = (*progress.where, "`" in text and told(rule.patterns, text))
         hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header, *where)
-        if rule.before_ready and progress.phase is State.READY:
-            # A bare error after ready (a failed request) is not the end of vLLM; it
-            # only names the cause once vLLM exited.
+        if progress.phase is State.READY and (rule.before_ready or logged_below_error(clean)):
+            # A bare error after ready (a failed request), or a warning vLLM or a library
+            # logged (lm-eval's after an offline run), is not the end of vLLM; it only
+            # names the cause once vLLM exited.
             if self.late is None:
                 self.late = hit
             return

@@ -268,17 +268,24 @@ def _socket_words(best: Hit) -> bool:
 
 
 # A library's own logger header at WARNING or below before its message ("[2025-10-14
-# 09:13:03,402] LMCache WARNING: ...", Python's "WARNING:name:...", "... - WARNING - ...").
-_LIBRARY_WARNED = re.compile(r"(?:^|[\s|\]])(?:WARNING|WARN|INFO|DEBUG)(?::|\s+-\s)")
+# 09:13:03,402] LMCache WARNING: ...", Python's "WARNING:name:...", "... - WARNING - ...",
+# lm-eval's "2024-10-11:14:04:05,870 WARNING  [huggingface.py:1335] ...").
+_LIBRARY_WARNED = re.compile(
+    r"(?:^|[\s|\]])(?:WARNING|WARN|INFO|DEBUG)(?::|\s+-\s|\s+\[[\w.-]+\.py:\d+\] )"
+)
+
+
+def logged_below_error(raw: str) -> bool:
+    """Whether ``raw`` is a line vLLM or a library logged below ERROR, in its logger's
+    format: a warning, not a raise."""
+    return warned(raw) or _LIBRARY_WARNED.search(raw) is not None
 
 
 def _network_warned(best: Hit) -> bool:
     """A network failure that vLLM or a library logged below ERROR, not raised: a request
     it could do without (LMCache's usage report, a lookup it falls back from). The start
     reaching a later phase after it survived it."""
-    if best.rule.category is not Category.NETWORK:
-        return False
-    return warned(best.raw) or _LIBRARY_WARNED.search(best.raw) is not None
+    return best.rule.category is Category.NETWORK and logged_below_error(best.raw)
 
 
 def _words_warned(best: Hit) -> bool:

@@ -54,3 +54,32 @@ def test_an_end_before_the_error_does_not_hand_the_verdict_to_it():
     """The end came first: the error after it is not what ended vLLM."""
     diagnosis = both_paths([*READY, "Killed", *ASSERTION])
     assert "assert num_new_tokens" not in (diagnosis.cause or "")
+
+
+# A warning vLLM or another program logged after ready, whose words a rule reads (lm-eval's
+# after an offline run: held-out AHV, stop 62), is no end of vLLM either.
+OFFLINE_UP = [
+    "INFO 10-11 14:03:08 model_runner.py:1456] Graph capturing finished in 10 secs.",
+    "Processed prompts: 100%|██████████| 1319/1319 [00:41<00:00, 31.62it/s]",
+]
+WARNINGS = {
+    "lm-eval": "2024-10-11:14:04:05,870 WARNING  [huggingface.py:1335] Failed to get model "
+    "SHA for meta-llama/Llama-3.2-3B-Instruct at revision main. Error: Repo id must use "
+    "alphanumeric chars or '-', '_', '.', '--' and '..' are forbidden, '-' and '.' cannot "
+    "start or end the name, max length is 96: 'meta-llama/Llama-3.2-3B-Instruct '.",
+    "python": "WARNING:lm_eval.models.huggingface:Failed to get model SHA. Error: Repo id "
+    "must be in the form 'repo_name' or 'namespace/repo_name': '/data/models/llama'.",
+    "vllm": "WARNING 10-11 14:04:05 config.py:413] Error retrieving file list: Repo id must "
+    "be in the form 'repo_name' or 'namespace/repo_name': '/data/models/llama'.",
+}
+
+
+@pytest.mark.parametrize("logger", list(WARNINGS), ids=list(WARNINGS))
+@pytest.mark.parametrize("up", [OFFLINE_UP, READY], ids=["offline", "server"])
+def test_a_warning_after_ready_is_no_failure(logger, up):
+    assert both_paths([*up, WARNINGS[logger]]).state is State.READY
+
+
+def test_the_same_words_logged_as_an_error_after_ready_still_count():
+    line = WARNINGS["vllm"].replace("WARNING", "ERROR", 1)
+    assert both_paths([*READY, line]).state is not State.READY
