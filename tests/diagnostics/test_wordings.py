@@ -3712,6 +3712,60 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             ([], "other"),
         )
     ),
+    # The Xet storage service's own 401/403 after the hub answered: its connection, not
+    # the repo's access; the hub's API answered with a page that is not JSON (a proxy's);
+    # requests without PySocks for a SOCKS proxy: the image's (held-out AHS, stop 62)
+    (
+        [
+            '  File "/usr/local/lib/python3.12/dist-packages/huggingface_hub/file_download.py", '
+            "line 629, in xet_get",
+            "RuntimeError: Data processing error: CAS service error : Reqwest Error: HTTP status "
+            "client error (403 Forbidden), domain: https://cas-server.xethub.hf.co/reconstruction/"
+            "7e9a3c1d5b2f",
+        ],
+        "network",
+        False,
+    ),
+    (
+        [
+            '  File "/usr/local/lib/python3.12/site-packages/huggingface_hub/utils/_pagination.py", '
+            "line 38, in paginate",
+            '  File "/usr/local/lib/python3.12/site-packages/requests/models.py", line 978, in json',
+            "    raise RequestsJSONDecodeError(e.msg, e.doc, e.pos)",
+            "requests.exceptions.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+        ],
+        "network",
+        False,
+    ),
+    (
+        ["requests.exceptions.InvalidSchema: Missing dependencies for SOCKS support."],
+        "other",
+        True,
+    ),
+    # A person's heading of the next try ("restart 2:"): what follows is that try's
+    # output, and its cause decides (held-out AHQ, stop 62)
+    *(
+        (
+            [
+                "restart 1: huggingface_hub.errors.HfHubHTTPError: 504 Server Error: Gateway "
+                "Time-out for url: https://huggingface.co/api/models/OpenGVLab/InternVL2-8B/"
+                "revision/main",
+                *heading,
+                "ValueError: Loading OpenGVLab/InternVL2-8B requires you to execute the "
+                "configuration file in that repo on your local machine. Make sure you have read "
+                "the code there to avoid malicious use, then set the option "
+                "`trust_remote_code=True` to remove this error.",
+            ],
+            category,
+            permanent,
+        )
+        for heading, category, permanent in (
+            (["restart 2:"], "remote_code", True),
+            (["**Attempt #2:**"], "remote_code", True),
+            (["second try:"], "remote_code", True),
+            ([], "network", False),  # one paste: the earliest cause
+        )
+    ),
 ]
 
 

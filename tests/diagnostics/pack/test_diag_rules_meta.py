@@ -50,6 +50,11 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # the Xet storage's own refusal, a hub answer that is not JSON, requests without
+    # PySocks (held-out AHS, stop 62)
+    "xet-storage-refused": "test_wordings.WORDINGS",
+    "hub-answer-not-json": "test_wordings.WORDINGS",
+    "socks-support-missing": "test_wordings.WORDINGS",
     # a GPU newer than the image's CUDA build (reconstructed logs, writers 25 to 7; held-out
     # AHM, stop 62), and the tokenizers library older than the model's tokenizer.json
     # (reconstructed logs, writers 16 to 1; held-out AHE, AHI, stop 62)
