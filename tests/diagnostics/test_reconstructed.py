@@ -27,8 +27,11 @@ CORPUS_LABELS = {
     # (fixtures/corpus/oom/vllm-19865-*), the writer's cuda_fault
     "logs/cuda_fault/LK-tp4-nccl-cuda-failure-out-of-memory.log",
     "logs/cuda_fault/OR-v042-nccl-cuda-oom-graph-capture-tp2.log",
-    # "no kernel image is available" on an RTX 5090 (sm_120) with a cu124 wheel: as BB, HM
+    # "no kernel image is available" on an RTX 5090 (sm_120) with a cu124 wheel, torch's
+    # warning above it: the image built before the GPU, other, permanent (stop 62:
+    # writers 25 to 7 to 2), the writer's cuda_fault
     "logs/cuda_fault/RK-rtx5090-sm120-no-kernel-image-cu124-wheel.log",
+    "logs/cuda_fault/AHW-rtx5090-no-kernel-image-qwen3-084.log",
     # NCCL's "Cuda failure 'out of memory'" at communicator init, a person's note below the
     # log that another process held the GPU: as LK, OR (the message shows no numbers)
     "logs/cuda_fault/YD-v051-tp4-nccl-init-cuda-oom-gpu2-busy.log",
