@@ -32,7 +32,7 @@ from tests.support.packs import shipped_pack
 
 PACK = shipped_pack()
 SMALL, LARGE = 16 * 1024, 64 * 1024
-QUICK_EVERY = 4
+QUICK_EVERY = 6
 BUDGET_S = 0.25  # for LARGE characters: 4 us per character, ~50x what linear work takes
 
 

@@ -59,7 +59,7 @@ def _paths() -> list[Path]:
 
 
 # (the quick run, tests/support/tiers.py: every fourth one)
-LOGS = tiers.sample(_paths(), 4)
+LOGS = tiers.sample(_paths(), 6)
 PIPE_READ = 65536  # what the worker reads from vLLM's pipe at a time
 
 
