@@ -3766,6 +3766,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             ([], "network", False),  # one paste: the earliest cause
         )
     ),
+    # Hugging Face Spaces' runtime report of a Space stopped for its memory limit, as
+    # OOMKilled (held-out AHZ, stop 62)
+    (
+        [
+            "Loading pt checkpoint shards:   0% Completed | 0/2 [00:00<?, ?it/s]",
+            "Memory limit exceeded (15Gi)",
+        ],
+        "oom",
+        True,
+    ),
 ]
 
 
