@@ -176,8 +176,8 @@ class Findings:
         if progress.phase is State.READY and (rule.before_ready or logged_below_error(clean)):
             # A bare error after ready (a failed request), or a warning vLLM or a library
             # logged (lm-eval's after an offline run), is not the end of vLLM; it only
-            # names the cause once vLLM exited.
-            if self.late is None:
+            # names the cause once vLLM exited (a bare error before a warning held).
+            if self.late is None or (rule.before_ready and logged_below_error(self.late.raw)):
                 self.late = hit
             return
         hit = self._raising.place(hit)

@@ -83,3 +83,9 @@ def test_a_warning_after_ready_is_no_failure(logger, up):
 def test_the_same_words_logged_as_an_error_after_ready_still_count():
     line = WARNINGS["vllm"].replace("WARNING", "ERROR", 1)
     assert both_paths([*READY, line]).state is not State.READY
+
+
+def test_a_bare_error_after_a_warning_after_ready_names_vllms_end():
+    diagnosis = both_paths([*READY, WARNINGS["lm-eval"], *ASSERTION, *FATAL])
+    assert (str(diagnosis.category), diagnosis.state) == ("other", State.FAILED_PERMANENT)
+    assert "assert num_new_tokens > 0" in (diagnosis.cause or "")
