@@ -30,3 +30,10 @@ def test_a_sample_keeps_the_order_and_every_part(monkeypatch):
     assert tiers.sample(items, 8) == [0, 8, 16]
     monkeypatch.setattr(tiers, "QUICK", False)
     assert tiers.sample(items, 8) == items
+
+
+def test_a_property_test_runs_a_third_of_its_examples_in_the_quick_run(monkeypatch):
+    monkeypatch.setattr(tiers, "QUICK", True)
+    assert (tiers.examples(600), tiers.examples(90)) == (200, 50)
+    monkeypatch.setattr(tiers, "QUICK", False)
+    assert tiers.examples(600) == 600

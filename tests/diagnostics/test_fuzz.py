@@ -89,7 +89,10 @@ _STATS = {"lines": 0, "chars": 0, "worst_chars_per_s": float("inf"), "worst_case
 
 
 @settings(
-    max_examples=250, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    max_examples=tiers.examples(250),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
 )
 @given(lines=st.lists(LINES, min_size=1, max_size=8))
 def test_generated_lines_never_break_the_pipeline(lines):

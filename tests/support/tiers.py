@@ -23,3 +23,9 @@ def sample(items: list, every: int) -> list:
     """Every ``every``-th item in the quick run (a fixed sample that keeps the table's
     order, so each part of it is represented); every item in the full run."""
     return items[::every] if QUICK else items
+
+
+def examples(count: int) -> int:
+    """A property test's examples: a third of ``count`` (at least 50) in the quick run,
+    ``count`` in the full run."""
+    return max(count // 3, 50) if QUICK else count

@@ -15,6 +15,7 @@ from diagnostics.formats.pastes import _GAPS, _doubled_gaps
 from diagnostics.formats.streams import MAX_LINE, decoded
 from diagnostics.pack.rules import load_pack
 from diagnostics.scanning.scan import classify_stream
+from tests.support import tiers
 
 LINES = [
     "INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.0",
@@ -177,7 +178,7 @@ def test_a_log_with_some_doubled_gaps_is_left_alone():
 
 
 @given(st.binary(max_size=40).map(lambda b: bytes(b" ab\t\n"[x % 5] for x in b)))
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=tiers.examples(400), deadline=None)
 def test_the_doubled_gap_count_is_the_regex_count(data):
     """The OCR check's count of doubled gaps, found from the gaps, is the count of the
     non-overlapping matches it replaces."""
@@ -215,7 +216,7 @@ def test_an_html_escaped_paste_is_read_as_the_log_it_escapes(quoted):
 
 
 @given(st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=40))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=tiers.examples(300), deadline=None)
 def test_an_entity_cut_between_two_reads_is_unescaped(cuts):
     """Read after read, an entity cut at the end of one read is completed by the next."""
     import html

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from diagnostics.redaction.redact import Redactor, redact, safe_cut, safe_cut_bytes, truncate
 from diagnostics.redaction.secrets import is_secret, secret_values, without_secret_args
+from tests.support import tiers
 
 
 @pytest.mark.parametrize(
@@ -137,7 +138,10 @@ _CONTEXT = st.text(
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    max_examples=tiers.examples(300),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
 )
 @given(before=_CONTEXT, form=st.sampled_from(FORMS), after=_CONTEXT)
 def test_a_planted_form_never_survives_redaction(before, form, after):
@@ -145,7 +149,10 @@ def test_a_planted_form_never_survives_redaction(before, form, after):
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    max_examples=tiers.examples(300),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
 )
 @given(
     before=_CONTEXT,

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support import tiers
 from worker.queue.jobs import ACCEPTED_SHAPES, BadInput, ProxyRequest, to_request
 
 MODEL = "served/model"
@@ -337,7 +338,7 @@ STANDARD = st.fixed_dictionaries(
 INPUTS = st.one_of(JSON, st.dictionaries(KEYS, JSON, max_size=5), OPENAI, GENERIC, STANDARD)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=tiers.examples(600), deadline=None)
 @given(INPUTS)
 def test_any_json_gives_a_request_or_bad_input(job_input: object) -> None:
     try:
