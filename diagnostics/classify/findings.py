@@ -173,11 +173,11 @@ class Findings:
         # where it was found (phase, service, download bar) and whether a person told of it
         where = (*progress.where, "`" in text and told(rule.patterns, text))
         hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header, *where)
-        if progress.phase is State.READY and (rule.before_ready or logged_below_error(clean)):
-            # A bare error after ready (a failed request), or a warning vLLM or a library
-            # logged (lm-eval's after an offline run), is not the end of vLLM; it only
-            # names the cause once vLLM exited (a bare error before a warning held).
-            if self.late is None or (rule.before_ready and logged_below_error(self.late.raw)):
+        warning = progress.phase is State.READY and logged_below_error(clean)
+        if warning or (rule.before_ready and progress.phase is State.READY):
+            # A bare error after ready (a failed request) or a warning logged (lm-eval's)
+            # is no end of vLLM: it names the cause once vLLM exited (an error first).
+            if self.late is None or (not warning and logged_below_error(self.late.raw)):
                 self.late = hit
             return
         hit = self._raising.place(hit)
