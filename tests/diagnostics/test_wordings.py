@@ -1233,6 +1233,16 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # NCCL's result string alone or as its bytes, under a wrapper that adds nothing
+    # (held-out AII): the string is NCCL's own, read wherever it is printed.
+    (
+        [
+            "(RayWorkerVllm pid=31875) ERROR 04-08 14:22:46 ray_utils.py:44] RuntimeError: b'unhandled cuda error (run with NCCL_DEBUG=INFO for details)'",
+        ],
+        "cuda_fault",
+        False,
+    ),
+    (["RuntimeError: remote process exited or there was a network error"], "cuda_fault", False),
     (
         [
             "RuntimeError: NCCL Error 1: unhandled cuda error",
