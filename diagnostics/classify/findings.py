@@ -62,6 +62,7 @@ class Hit(NamedTuple):
     service: str | None = None  # the service (or tail's file) it was read under
     bar: tuple[str, int] = ("", -1)  # the last download bar shown: file, percent (-1: none)
     told: bool = False  # inside a message a person's sentence quotes (classify.told)
+    foreign: bool = False  # ends another program's traceback (Progress.foreign)
 
     @property
     def key(self) -> tuple[int, int, int, int]:
@@ -171,7 +172,7 @@ class Findings:
             # its repr stands for the exception line of the traceback it announces
             header, chain = True, chain + 1
         # where it was found (phase, service, download bar) and whether a person told of it
-        where = (*progress.where, "`" in text and told(rule.patterns, text))
+        where = (*progress.where, "`" in text and told(rule.patterns, text), progress.foreign)
         hit = Hit(rule, line, stored(clean), stored(text), [], chain, origin, at, header, *where)
         warning = progress.phase is State.READY and logged_below_error(clean)
         if warning or (rule.before_ready and progress.phase is State.READY):

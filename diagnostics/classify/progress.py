@@ -36,6 +36,7 @@ _VLLM_MAIN = re.compile(
     r"(?:^|/)vllm(?:/entrypoints/\S*\.py)? <module>$"
     r"|(?:(?:^|/)runpy\.py|^<frozen runpy>) _run_module_as_main$"
 )
+_PROGRAM_TOP = frozenset({"<module>", "_run_module_as_main"})  # a main thread's first frame
 
 
 # A frame in vLLM's own code (its package, or the `vllm` script).
@@ -89,6 +90,7 @@ class Progress:
         # a ready marker after it, before a new start's, is another program's (a proxy)
         self.left = False
         self._leaving = False  # this traceback's first frame was a program's main
+        self.foreign = False  # this traceback's frames are none of vLLM's, its first no main
 
     def saw(self, pattern: Pattern, text: str, lineno: int) -> None:
         """A traceback header, a traceback line, a frame or an ``after`` marker hit."""
@@ -99,7 +101,7 @@ class Progress:
             self._chained = False
             header = _HEADER_CLASS.match(text)
             self.origin = Origin("", "", header.group("cls")) if header else None
-            self.outermost, self._leaving = True, False
+            self.outermost, self._leaving, self.foreign = True, False, False
             if not self.stopping and self.phase is not State.READY:
                 self.traceback = lineno
         elif pattern.kind == "chain":
@@ -137,14 +139,16 @@ class Progress:
                 self.origin = self.origin._replace(asserted=at.group("expr"))
             return
         shown = found.group("path") or found.group("ipath") or ""
-        if self.outermost:
+        if self.outermost:  # (a thread's first frame, a caller's that caught and logged it)
             self.outermost = False
+            self.foreign = found.group("func") not in _PROGRAM_TOP and self.origin is None
             main = _VLLM_MAIN.search(f"{shown} {found.group('func')}")
             self._leaving = main is not None and not self.stopping
             if self._leaving and self.phase is State.READY:
                 self.exited = True
-        if self._leaving and self.phase is not State.READY and _VLLM_CODE.search(shown):
-            self.left = True
+        if _VLLM_CODE.search(shown):
+            self.foreign = False
+            self.left = self.left or (self._leaving and self.phase is not State.READY)
         path = project_path(shown)
         caller = self.origin
         if path is not None and found.group("func") in _ACCESSORS and caller and caller.path:
@@ -189,7 +193,7 @@ class Progress:
         self.stopping = self.stopping and state is not State.STARTING
         if state is State.STARTING and self.phase is not State.READY:
             return None  # the start under way announcing itself: nothing changes
-        self.traceback = None  # the start went on after any traceback seen so far
+        self.traceback, self.foreign = None, False  # the start went on after any traceback
         self.error = None  # and after any error it logged
         if state is State.READY:
             # Nothing seen before bears on what follows (diagnose reads a log from its
@@ -231,10 +235,13 @@ def outgrown(best: Hit, state: State | None, bar: tuple[str, int] | None = None)
     and the start made progress in that phase or a later one (not a new start); the
     socket's words and such a notice by the interrupted download going on (_went_on); a
     network failure logged below ERROR in any logger's format (:func:`_network_warned`)
-    by a later phase."""
+    by a later phase; the last resort reading another program's traceback (Hit.foreign)
+    by progress in a later phase than starting."""
     if state not in PHASE_ORDER or best.phase not in PHASE_ORDER:
         return False
     at, found = PHASE_ORDER.index(state), PHASE_ORDER.index(best.phase)
+    if best.foreign and best.rule.generic and best.rule.category is Category.OTHER:
+        return at >= max(1, found)  # another program's traceback, and vLLM went on
     if best.rule.until_progress:  # (a notice logged below ERROR: any progress but a new start)
         went_on = at > found or _went_on(best, state, bar)
         return went_on or (state is not State.STARTING and warned(best.raw))
@@ -260,11 +267,8 @@ def _socket_words(best: Hit) -> bool:
     (huggingface_hub's "Error while downloading from ...: Read timed out", then "Trying
     to resume download..."), at whatever level its handler prints, or none: the start
     reaching a later phase after them (the weights loading) survived them."""
-    return (
-        best.rule.generic
-        and best.rule.kind == "structure"
-        and best.rule.category is Category.NETWORK
-    )
+    rule = best.rule
+    return rule.generic and rule.kind == "structure" and rule.category is Category.NETWORK
 
 
 # A library's own logger header at WARNING or below before its message ("[2025-10-14
@@ -291,6 +295,5 @@ def _network_warned(best: Hit) -> bool:
 def _words_warned(best: Hit) -> bool:
     """Generic structure (the socket's words) that vLLM or a library logged below ERROR:
     a retry's notice ("Error while downloading ...: Read timed out", then "Trying to
-    resume download..."). Progress after it (the download or the load going on) outgrew
-    it."""
+    resume download..."). Progress after it (the download, the load) outgrew it."""
     return best.rule.generic and best.rule.kind == "structure" and warned(best.raw)
