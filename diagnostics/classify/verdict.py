@@ -16,7 +16,8 @@ category of where it was raised, unless that category is a host one (a device fa
 the network). An ``AttributeError`` another project's accessor (``__getattr__``) raised
 for vLLM's own lookup is the two projects' versions not fitting: permanent, ``other``.
 Only verdicts of a generic-structure rule that calls the failure ``other``, transient
-(the last resort), and logs that end in a traceback are refined.
+(the last resort), and logs that end in a traceback are refined; any structure rule's
+yields to a value chosen (a message quoting a setting the start logged: bad_config).
 """
 
 from __future__ import annotations
@@ -83,10 +84,14 @@ def render_hit(
     if provenance is not None and (hit.rule.kind == "structure" or _worker_report(hit)):
         # Generic structure (an exception line, pydantic's wrapper) or a worker's report
         # of its exception (a consequence: its traceback follows): the catalogued message
-        # it holds says what failed; else, for the last resort, where it was raised.
+        # it holds says what failed; else, for the last resort, where it was raised; for
+        # any structure, a value the start was set to that its line quotes (bad_config).
         found = judged_by_catalogue(provenance, hit, captured, evidence, redactor)
-        if found is None and refinable(hit.rule):
+        quotes = chosen_setting(hit.text, captured.get(SETTINGS, ""))
+        if found is None and (refinable(hit.rule) or (quotes and hit.rule.kind == "structure")):
             found = judged_by_origin(provenance, hit.origin, evidence, hit, captured, redactor)
+            if not (refinable(hit.rule) or (found and found.category is Category.BAD_CONFIG)):
+                found = None  # a shape a rule reads otherwise yields only to a value chosen
         if found is not None:
             return found
     return render_rule(hit.rule, captured, evidence, redactor)
@@ -255,7 +260,8 @@ def judged_by_origin(
     asserted = origin.asserted if origin is not None and (cls or header) == "AssertionError" else ""
     layout = bool(_PARALLEL.search(asserted)) and category is not Category.KV_CACHE
     # (a wrapper's message begins with the class inside it: raised_class)
-    message = (captured or {}).get("detail", "").strip().removeprefix(f"{cls}:").strip()
+    said = (captured or {}).get("detail") or (hit.text.partition(f"{cls}: ")[2] if hit else "")
+    message = said.strip().removeprefix(f"{cls}:").strip()
     sure = deterministic and (own or read) and category not in _HOST  # the same every start
     quoted = message or (hit.text if hit is not None else "")
     chosen = sure and chosen_setting(quoted, (captured or {}).get(SETTINGS, ""))

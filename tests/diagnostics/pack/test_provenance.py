@@ -449,6 +449,28 @@ def test_an_error_quoting_a_value_the_start_was_set_to_is_bad_config(pack):
     assert str(both_paths(other, pack).category) == "other"
 
 
+def test_a_value_chosen_beats_the_shape_another_rule_reads(pack):
+    """A line a structure rule reads by its shape (a bare KeyError on a lower-case name:
+    a model type transformers lacks, model_requirement) that quotes a value the start was
+    set to, raised by vLLM's own code: the user's choice, bad_config (held-out AIS: an
+    override pooler config's lower-case 'mean'). Without the settings, or quoting a
+    value no setting holds, the rule's reading stands."""
+    config = ENGINE_CONFIG.replace("'AVG'", "'mean'")
+    lookup = raised_in(
+        "vllm/model_executor/layers/pooler.py",
+        "from_config_with_defaults",
+        "    pooling_type=PoolingType[pooler_config.pooling_type]",
+        '  File "/usr/lib/python3.12/enum.py", line 813, in __getitem__',
+        "KeyError: 'mean'",
+    )
+    diagnosis = both_paths([config, *lookup], pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
+    assert "pooling_type='mean'" in (diagnosis.cause or "")
+    assert both_paths(lookup, pack).rule == "model-key-unknown"
+    other = [config, *lookup[:-1], "KeyError: 'last'"]
+    assert both_paths(other, pack).rule == "model-key-unknown"
+
+
 @pytest.mark.parametrize(
     "library",
     ["triton/common/build.py", "deep_gemm/jit/compiler.py"],
