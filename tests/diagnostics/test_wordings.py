@@ -3786,6 +3786,19 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "oom",
         True,
     ),
+    # a platform's sentence of a container ended with OOMKilled (held-out AIT: Azure
+    # Container Apps' system log exported as CSV)
+    (
+        [
+            "Loading pt checkpoint shards:  33% Completed | 1/3 [00:14<00:28, 14.22s/it]",
+            '"11/27/2024, 3:21:53.144 PM",ContainerAppSystemLogs_CL,vicuna13b,vicuna13b--v2,,,'
+            "Container 'vllm' was terminated with exit code '137' and reason 'OOMKilled'",
+        ],
+        "oom",
+        True,
+    ),
+    (["Warning  BackOff  pod/vllm-0  container vllm was OOMKilled, restarting"], "oom", True),
+    (["Task stopped: Essential container in task exited (OOMKilled)"], "oom", True),
 ]
 
 
