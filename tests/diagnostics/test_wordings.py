@@ -3799,6 +3799,26 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
     ),
     (["Warning  BackOff  pod/vllm-0  container vllm was OOMKilled, restarting"], "oom", True),
     (["Task stopped: Essential container in task exited (OOMKilled)"], "oom", True),
+    # vLLM's weight lock in the shared temporary folder, left by another user's start
+    # (held-out AIW): the host's state, transient; a lock in a download folder stays
+    # that folder's (storage-not-writable)
+    (
+        [
+            '  File "/opt/conda/lib/python3.10/site-packages/filelock/_unix.py", line 39, in _acquire',
+            "    fd = os.open(self.lock_file, open_flags, self._context.mode)",
+            "PermissionError: [Errno 13] Permission denied: '/tmp/meta-llama-Llama-2-7b-chat-hf.lock'",
+        ],
+        "other",
+        False,
+    ),
+    (
+        [
+            "PermissionError: [Errno 13] Permission denied: "
+            "'/shared/hf/3e9c1f0ameta-llama-Meta-Llama-3-70B-Instruct.lock'",
+        ],
+        "other",
+        True,
+    ),
 ]
 
 

@@ -50,6 +50,8 @@ def _fixtures_matching(rule) -> list[str]:
 # shows (the corpus has no native-Windows start): each is backed by the built cases of
 # the principle it states instead, which must give its verdict.
 WITHOUT_A_REAL_LOG = {
+    # a lock file another user's start left in the shared /tmp (held-out AIW, stop 63)
+    "temp-lock-of-another-user": "test_wordings.WORDINGS",
     # the Xet storage's own refusal, a hub answer that is not JSON, requests without
     # PySocks (held-out AHS, stop 62)
     "xet-storage-refused": "test_wordings.WORDINGS",
