@@ -81,6 +81,7 @@ _PREFIXES = re.compile(
     | \[\d{4}[-/]\d\d[-/]\d\d[T\ ][\d:.,]+Z?\]\s*                     # [2024-05-01 12:00:00]
     | \d{4}/\d\d/\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?\s+                 # 2024/05/01 12:00:00
     | \d\d:\d\d:\d\d(?:[.,]\d+)?\s+                                 # a time alone
+    | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                               # [20:12:04] (a terminal's)
     | -\ [\w.\-]+\ -\ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -\ ?    # "- name - LEVEL -"
     | \[(?:stdout|stderr)\]\s* | (?:stdout|stderr):\s+                 # [stderr], stderr:
     | \|\                                                              # a bare pipe gutter

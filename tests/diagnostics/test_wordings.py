@@ -3819,6 +3819,20 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         True,
     ),
+    # a terminal's time in brackets before every line (held-out AJC, a breach: read as
+    # nothing at all), the shell's "Killed", then its prompt with what an orphan printed
+    (
+        [
+            "[20:12:14] INFO 06-04 20:12:14 weight_utils.py:207] Using model weights format ['*.bin']",
+            "",
+            "[20:12:14] Killed",
+            "",
+            "[20:12:14] $ /usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: "
+            "resource_tracker: There appear to be 1 leaked semaphore objects to clean up at shutdown",
+        ],
+        "other",
+        False,
+    ),
 ]
 
 

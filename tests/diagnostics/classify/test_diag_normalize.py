@@ -36,6 +36,9 @@ MSG = "ValueError: No available memory for the cache blocks."
         f"  | [2024-09-05T00:38:34Z] {MSG}",
         f"Nov 29 18:00:00 gpu-host vllm[123]: {MSG}",
         f"Aug 04  00:33:47.063 | {MSG}",
+        # a terminal's or a recorder's time in brackets (held-out AJC), before vLLM's header
+        f"[20:12:14] {MSG}",
+        f"[20:12:14.512] (VllmWorkerProcess pid=9313) ERROR 06-04 20:12:14 worker.py:1] {MSG}",
         f"datgo1t12vudsh[info]{MSG}\\n",
         f"{MSG}\r\n",
         # a launcher's tag of its program, after its time, before a log line or an exception
