@@ -11,7 +11,6 @@ import hyperscan
 from diagnostics.classify.chosen import SETTINGS
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.normalize import normalize
-from diagnostics.classify.verdict import refinable
 from diagnostics.formats.streams import MAX_LINE
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack, template_fields
@@ -31,8 +30,8 @@ def needed_context(classifier: Classifier) -> set[str]:
     if rule.transient_if is not None:
         names |= set(rule.transient_if.names)
         names |= template_fields(rule.transient_if.cause) | template_fields(rule.transient_if.fix)
-    if refinable(rule):  # the verdict by provenance reads the settings a start logged
-        names.add(SETTINGS)
+    if rule.kind == "structure":  # the verdict by provenance reads the settings logged
+        names.add(SETTINGS)  # (the last resort's; any structure's for a value chosen)
     captured = {n for p in classifier.pack.phases for rx in p.patterns for n in rx.groupindex}
     return names & captured
 

@@ -449,7 +449,8 @@ def test_an_error_quoting_a_value_the_start_was_set_to_is_bad_config(pack):
     assert str(both_paths(other, pack).category) == "other"
 
 
-def test_a_value_chosen_beats_the_shape_another_rule_reads(pack):
+@pytest.mark.parametrize("apart", [False, True], ids=["same-block", "blocks-apart"])
+def test_a_value_chosen_beats_the_shape_another_rule_reads(pack, apart):
     """A line a structure rule reads by its shape (a bare KeyError on a lower-case name:
     a model type transformers lacks, model_requirement) that quotes a value the start was
     set to, raised by vLLM's own code: the user's choice, bad_config (held-out AIS: an
@@ -463,7 +464,9 @@ def test_a_value_chosen_beats_the_shape_another_rule_reads(pack):
         '  File "/usr/lib/python3.12/enum.py", line 813, in __getitem__',
         "KeyError: 'mean'",
     )
-    diagnosis = both_paths([config, *lookup], pack)
+    # (blocks apart: the block scan looks the settings up before the failure's block)
+    noise = [f"DEBUG 02-11 09:47:{n % 60:02d} some_module.py:1] nothing {n}" for n in range(30000)]
+    diagnosis = both_paths([config, *(noise if apart else []), *lookup], pack)
     assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
     assert "pooling_type='mean'" in (diagnosis.cause or "")
     assert both_paths(lookup, pack).rule == "model-key-unknown"
