@@ -88,6 +88,7 @@ _PREFIXES = re.compile(
     | [A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?\s*\|\s*    # Modal gutter
     | [A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w.\-/]+(?:\[\d+\])?:\s  # journald
     | [a-z0-9]{12,20}\[(?:info|error|warning|warn|debug)\]\s?       # RunPod console
+    | \[[a-z0-9]{12,20}\]\ \[(?:info|error|warning|warn|debug)\]\s?  # its id in brackets
     | [\w.\-]{1,64}(?:-\d+)?\s+\|\s                                 # docker compose service |
     | """
     + _PID_PREFIX

@@ -40,6 +40,7 @@ MSG = "ValueError: No available memory for the cache blocks."
         f"[20:12:14] {MSG}",
         f"[20:12:14.512] (VllmWorkerProcess pid=9313) ERROR 06-04 20:12:14 worker.py:1] {MSG}",
         f"datgo1t12vudsh[info]{MSG}\\n",
+        f"2024-07-03 16:48:32.457 [m6t1b8y3q0v5ec] [error] {MSG}",  # (held-out AJK)
         f"{MSG}\r\n",
         # a launcher's tag of its program, after its time, before a log line or an exception
         f"2024-08-28 11:02:27 [llm] {MSG}",
