@@ -24,22 +24,25 @@ from diagnostics.model import Category, State
 # The phase markers' named group that holds the settings (rules/00-phases.yaml).
 SETTINGS = "settings"
 _QUOTED = re.compile(r"""(['"])(?P<value>[^'"\s]{2,80})\1""")
+# or bare, ending the message after a colon ("Unsupported connector type: NIXLConnector")
+_BARE = re.compile(r":\s+(?P<value>[\w.\-/]{3,80})\.?\s*$")
 # The defaults most settings take: quoting one names no choice of the user's.
 _DEFAULTS = frozenset({"auto", "main", "none", "true", "false", "default", "generate"})
 
 
 def chosen_setting(message: str, settings: str) -> str | None:
-    """``key=value`` of the setting whose value ``message`` quotes first, or None."""
+    """``key=value`` of the setting whose value ``message`` quotes first (or names
+    bare at its end, after a colon), or None."""
     if not settings:
         return None
-    for quoted in _QUOTED.finditer(message):
+    for quoted in (*_QUOTED.finditer(message), *_BARE.finditer(message)):
         value = quoted.group("value")
         if value.lower() in _DEFAULTS:
             continue
         escaped = re.escape(value)
         found = re.search(rf"""(?P<key>[\w.-]+)['"]?\s*[=:]\s*(['"]){escaped}\2""", settings)
         if found is not None:
-            return f"{found.group('key')}={quoted.group(0)}"
+            return f"{found.group('key')}={found.group(2)}{value}{found.group(2)}"
     return None
 
 

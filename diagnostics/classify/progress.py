@@ -64,7 +64,7 @@ class Origin(NamedTuple):
         return self.path.startswith(f"{REPOSITORY_CODE}/")
 
 
-_SETTINGS_KEPT = 1 << 14  # characters of an attempt's logged settings kept
+SETTINGS_KEPT = 1 << 14  # characters of an attempt's logged settings kept
 
 
 class Progress:
@@ -165,16 +165,17 @@ class Progress:
 
     def logged(self, groups: Mapping[str, str | None]) -> None:
         """A phase marker's captures: their last values (``context``); the settings it
-        logged, kept by the kind of line
-        (vLLM's arguments as given, ``args``/``model_tag``, or ``settings_kind``'s name;
-        its engine's config line, with the values resolved) for the current attempt; the
+        logged, kept by the kind of line (vLLM's arguments as given, ``args``/``model_tag``,
+        or ``settings_kind``'s name; its engine's config line, with the values resolved)
+        for the current attempt, all kinds joined as ``context``'s (in kinds' order); the
         version line, a start's first, begins them anew."""
         self.context.update({k: v for k, v in groups.items() if v})
         server = groups.get("server")
         if server and not groups.get("settings"):
             self.settings = {}
-        if settings := (groups.get("settings") or "")[:_SETTINGS_KEPT]:
+        if settings := (groups.get("settings") or "")[:SETTINGS_KEPT]:
             self.settings[server or groups.get("settings_kind") or "config"] = settings
+            self.context["settings"] = " ".join(v for _, v in sorted(self.settings.items()))
 
     @property
     def where(self) -> tuple[State, str | None, tuple[str, int]]:

@@ -11,6 +11,7 @@ import hyperscan
 from diagnostics.classify.chosen import SETTINGS
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.normalize import normalize
+from diagnostics.classify.progress import SETTINGS_KEPT
 from diagnostics.formats.streams import MAX_LINE
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack, template_fields
@@ -51,14 +52,18 @@ def context_before(
 ) -> dict[str, str]:
     """The last value of each of ``names`` that a phase marker between ``start`` and
     ``end`` captured, as the classifier remembers it (read backwards, stops once all
-    are found)."""
-    indexes = _capturing(pack, frozenset(names))
+    are found); the settings: every kind the last attempt logged, joined as
+    Progress.logged joins them (read back to the attempt's first line)."""
+    attempt_begun = SETTINGS not in names  # (its start read: no earlier kind counts)
+    # (an attempt's first line, the version line, captures the server only)
+    indexes = _capturing(pack, frozenset(names | ({"server"} if not attempt_begun else set())))
     if not indexes:
         return {}
     database = _capture_database(pack, indexes)
     found: dict[str, str] = {}
+    kinds: dict[str, str] = {}
     pos, carry = end, b""
-    while pos > start and not names <= set(found):
+    while pos > start and not (names <= set(found) and attempt_begun):
         step = min(1 << 20, pos - start)
         pos -= step
         stream.seek(pos)
@@ -77,8 +82,17 @@ def context_before(
         for line_start in reversed(candidates):
             line_end = data.find(b"\n", line_start)
             line = data[line_start : line_end if line_end >= 0 else len(data)]
-            for name, value in _phase_captures(line, pack).items():
+            captured = _phase_captures(line, pack)
+            for name, value in captured.items():
                 found.setdefault(name, value)
+            settings = captured.get(SETTINGS, "")[:SETTINGS_KEPT]
+            if settings and not attempt_begun:
+                kind = captured.get("server") or captured.get("settings_kind") or "config"
+                kinds.setdefault(kind, settings)
+            # the first line of the attempt whose settings were read
+            attempt_begun = attempt_begun or bool(kinds and captured.get("server") and not settings)
+    if kinds:
+        found[SETTINGS] = " ".join(v for _, v in sorted(kinds.items()))
     return {name: value for name, value in found.items() if name in names}
 
 

@@ -21,6 +21,9 @@ SETTINGS = (
         ("'auto'", None),  # a default every start has names no choice
         ("'model.layers.0.weight'", None),  # no setting holds it
         ("no quotes at all", None),
+        # a value named bare at the message's end, after a colon
+        ("Unsupported connector type: FLASHINFERX", "attention_backend='FLASHINFERX'"),
+        ("Unsupported dtype: auto", None),
     ],
 )
 def test_the_setting_an_error_quotes_is_named(message, expected):

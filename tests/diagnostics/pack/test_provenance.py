@@ -474,6 +474,36 @@ def test_a_value_chosen_beats_the_shape_another_rule_reads(pack, apart):
     assert both_paths(other, pack).rule == "model-key-unknown"
 
 
+@pytest.mark.parametrize("apart", [False, True], ids=["same-block", "blocks-apart"])
+def test_a_value_any_settings_line_of_the_attempt_logged_is_read(pack, apart):
+    """V1 logs the user's arguments (``non-default args``) and then the engine's config,
+    which lists no connector: a value named bare at the end of vLLM's message ("...:
+    NIXLConnector") that the arguments hold is the user's choice, whichever of the
+    attempt's settings lines holds it (held-out AJG, AGK)."""
+    args = (
+        "(APIServer pid=1) INFO 10-21 07:18:33 [utils.py:233] non-default args: "
+        "{'model_tag': 'org/m', 'kv_transfer_config': KVTransferConfig("
+        "kv_connector='NIXLConnector', kv_role='kv_both')}"
+    )
+    engine = (
+        "(EngineCore_DP0 pid=2) INFO 10-21 07:18:40 [core.py:77] Initializing a V1 LLM "
+        "engine (v0.11.0) with config: model='org/m', dtype=torch.bfloat16"
+    )
+    factory = raised_in(
+        "vllm/distributed/kv_transfer/kv_connector/factory.py",
+        "get_connector_class",
+        "ValueError: Unsupported connector type: NIXLConnector",
+    )
+    noise = [f"DEBUG 10-21 07:18:{n % 60:02d} some_module.py:1] nothing {n}" for n in range(30000)]
+    diagnosis = both_paths([args, engine, *(noise if apart else []), *factory], pack)
+    assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
+    assert "kv_connector='NIXLConnector'" in (diagnosis.cause or "")
+    # another attempt's arguments (before its version line) are not this one's
+    again = "(APIServer pid=9) INFO 10-21 07:20:00 [api_server.py:1] vLLM API server version 0.11.0"
+    later = both_paths([args, again, engine, *(noise if apart else []), *factory], pack)
+    assert str(later.category) == "other"
+
+
 @pytest.mark.parametrize(
     "library",
     ["triton/common/build.py", "deep_gemm/jit/compiler.py"],
