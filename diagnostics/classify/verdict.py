@@ -260,7 +260,8 @@ def judged_by_origin(
     asserted = origin.asserted if origin is not None and (cls or header) == "AssertionError" else ""
     layout = bool(_PARALLEL.search(asserted)) and category is not Category.KV_CACHE
     # (a wrapper's message begins with the class inside it: raised_class)
-    said = (captured or {}).get("detail") or (hit.text.partition(f"{cls}: ")[2] if hit else "")
+    said = (captured or {}).get("detail") or ""  # else the exception line's own words
+    said = said or (hit.text.partition(f"{cls}: ")[2] if hit is not None and cls else "")
     message = said.strip().removeprefix(f"{cls}:").strip()
     sure = deterministic and (own or read) and category not in _HOST  # the same every start
     quoted = message or (hit.text if hit is not None else "")

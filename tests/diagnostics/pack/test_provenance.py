@@ -465,7 +465,7 @@ def test_a_value_chosen_beats_the_shape_another_rule_reads(pack, apart):
         "KeyError: 'mean'",
     )
     # (blocks apart: the block scan looks the settings up before the failure's block)
-    noise = [f"DEBUG 02-11 09:47:{n % 60:02d} some_module.py:1] nothing {n}" for n in range(30000)]
+    noise = [f"DEBUG 02-11 09:47:{n % 60:02d} x.py:1] {'nothing ' * 28}{n}" for n in range(2500)]
     diagnosis = both_paths([config, *(noise if apart else []), *lookup], pack)
     assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
     assert "pooling_type='mean'" in (diagnosis.cause or "")
@@ -494,7 +494,7 @@ def test_a_value_any_settings_line_of_the_attempt_logged_is_read(pack, apart):
         "get_connector_class",
         "ValueError: Unsupported connector type: NIXLConnector",
     )
-    noise = [f"DEBUG 10-21 07:18:{n % 60:02d} some_module.py:1] nothing {n}" for n in range(30000)]
+    noise = [f"DEBUG 10-21 07:18:{n % 60:02d} x.py:1] {'nothing ' * 28}{n}" for n in range(2500)]
     diagnosis = both_paths([args, engine, *(noise if apart else []), *factory], pack)
     assert (str(diagnosis.category), diagnosis.state) == ("bad_config", State.FAILED_PERMANENT)
     assert "kv_connector='NIXLConnector'" in (diagnosis.cause or "")
