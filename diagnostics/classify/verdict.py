@@ -82,16 +82,17 @@ def render_hit(
     evidence = Evidence(hit.line, redactor(hit.raw))
     captured = {**context, **captures(hit, may_match)}
     if provenance is not None and (hit.rule.kind == "structure" or _worker_report(hit)):
-        # Generic structure (an exception line, pydantic's wrapper) or a worker's report
-        # of its exception (a consequence: its traceback follows): the catalogued message
-        # it holds says what failed; else, for the last resort, where it was raised; for
-        # any structure, a value the start was set to that its line quotes (bad_config).
+        # Generic structure (an exception line, pydantic's wrapper) or a worker's report of
+        # its exception (its traceback follows): the catalogued message it holds says what
+        # failed; else, for the last resort, where it was raised; any other structure
+        # rule's reading yields only to a value the start was set to (bad_config).
         found = judged_by_catalogue(provenance, hit, captured, evidence, redactor)
-        quotes = chosen_setting(hit.text, captured.get(SETTINGS, ""))
-        if found is None and (refinable(hit.rule) or (quotes and hit.rule.kind == "structure")):
+        settings = captured.get(SETTINGS, "")
+        if found is None and refinable(hit.rule):
             found = judged_by_origin(provenance, hit.origin, evidence, hit, captured, redactor)
-            if not (refinable(hit.rule) or (found and found.category is Category.BAD_CONFIG)):
-                found = None  # a shape a rule reads otherwise yields only to a value chosen
+        elif found is None and hit.rule.kind == "structure" and chosen_setting(hit.text, settings):
+            found = judged_by_origin(provenance, hit.origin, evidence, hit, captured, redactor)
+            found = found if found and found.category is Category.BAD_CONFIG else None
         if found is not None:
             return found
     return render_rule(hit.rule, captured, evidence, redactor)
@@ -260,9 +261,8 @@ def judged_by_origin(
     asserted = origin.asserted if origin is not None and (cls or header) == "AssertionError" else ""
     layout = bool(_PARALLEL.search(asserted)) and category is not Category.KV_CACHE
     # (a wrapper's message begins with the class inside it: raised_class)
-    said = (captured or {}).get("detail") or ""  # else the exception line's own words
-    said = said or (hit.text.partition(f"{cls}: ")[2] if hit is not None and cls else "")
-    message = said.strip().removeprefix(f"{cls}:").strip()
+    words = hit.text.partition(f"{cls}: ")[2] if hit is not None and cls else ""  # its line's
+    message = ((captured or {}).get("detail") or words).strip().removeprefix(f"{cls}:").strip()
     sure = deterministic and (own or read) and category not in _HOST  # the same every start
     quoted = message or (hit.text if hit is not None else "")
     chosen = sure and chosen_setting(quoted, (captured or {}).get(SETTINGS, ""))
