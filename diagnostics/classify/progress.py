@@ -64,7 +64,7 @@ class Origin(NamedTuple):
         return self.path.startswith(f"{REPOSITORY_CODE}/")
 
 
-SETTINGS_KEPT = 1 << 14  # characters of an attempt's logged settings kept
+_SETTINGS_KEPT = 1 << 14  # characters of an attempt's logged settings kept
 
 
 class Progress:
@@ -173,7 +173,7 @@ class Progress:
         server = groups.get("server")
         if server and not groups.get("settings"):
             self.settings = {}
-        if settings := (groups.get("settings") or "")[:SETTINGS_KEPT]:
+        if settings := (groups.get("settings") or "")[:_SETTINGS_KEPT]:
             self.settings[server or groups.get("settings_kind") or "config"] = settings
             self.context["settings"] = " ".join(v for _, v in sorted(self.settings.items()))
 

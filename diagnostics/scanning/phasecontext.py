@@ -11,7 +11,7 @@ import hyperscan
 from diagnostics.classify.chosen import SETTINGS
 from diagnostics.classify.classifier import Classifier
 from diagnostics.classify.normalize import normalize
-from diagnostics.classify.progress import SETTINGS_KEPT
+from diagnostics.classify.progress import Progress
 from diagnostics.formats.streams import MAX_LINE
 from diagnostics.pack.matching import prefilter_form
 from diagnostics.pack.rules import RulePack, template_fields
@@ -61,7 +61,7 @@ def context_before(
         return {}
     database = _capture_database(pack, indexes)
     found: dict[str, str] = {}
-    kinds: dict[str, str] = {}
+    lines: list[dict[str, str]] = []  # captures of the attempt's settings lines, last first
     pos, carry = end, b""
     while pos > start and not (names <= set(found) and attempt_begun):
         step = min(1 << 20, pos - start)
@@ -85,14 +85,16 @@ def context_before(
             captured = _phase_captures(line, pack)
             for name, value in captured.items():
                 found.setdefault(name, value)
-            settings = captured.get(SETTINGS, "")[:SETTINGS_KEPT]
+            settings = captured.get(SETTINGS)
             if settings and not attempt_begun:
-                kind = captured.get("server") or captured.get("settings_kind") or "config"
-                kinds.setdefault(kind, settings)
-            # the first line of the attempt whose settings were read
-            attempt_begun = attempt_begun or bool(kinds and captured.get("server") and not settings)
-    if kinds:
-        found[SETTINGS] = " ".join(v for _, v in sorted(kinds.items()))
+                lines.append(captured)
+            elif lines and captured.get("server") and not settings:
+                attempt_begun = True  # the first line of the attempt whose settings were read
+    if lines:  # kept and joined as the classifier keeps them: its own Progress, replayed
+        replay = Progress()
+        for captured in reversed(lines):
+            replay.logged(captured)
+        found[SETTINGS] = replay.context[SETTINGS]
     return {name: value for name, value in found.items() if name in names}
 
 
