@@ -152,7 +152,7 @@ def test_the_widened_prefilter_finds_every_line_the_bounded_one_found(monkeypatc
     ids = list(range(len(expressions)))
     bounded.compile(expressions=expressions, ids=ids, elements=len(ids), flags=[flag] * len(ids))
     assert any(b"{" in e for e in expressions)  # the patterns have bounded repeats to widen
-    for path in tiers.sample(REAL_LOGS, 2):  # (the quick run: every other one)
+    for path in tiers.sample(REAL_LOGS, 3):  # (the quick run: every third one)
         for line in path.read_bytes().splitlines():
             assert _hits(bounded, line) <= _hits(PACK.line_database, line), (path.name, line)
 
