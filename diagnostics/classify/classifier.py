@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from functools import lru_cache, partial
 
-from diagnostics.classify.findings import MAX_STORED_LINE, Findings, Hit, named_by_late, stored
+from diagnostics.classify.findings import Findings, Hit, named_by_late, stored, translated
 from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, read_line
 from diagnostics.classify.linereading import hit_ids as _hit_ids
 from diagnostics.classify.linereading import may_match as _may_match
@@ -43,7 +43,7 @@ from diagnostics.redaction.redact import Redactor, redact
 
 # The parts live in diagnostics.classify.progress, findings, verdict and wrapping; the names
 # importers use stay importable from here.
-__all__ = ["MAX_STORED_LINE", "Classifier", "default_pack", "render_rule"]
+__all__ = ["Classifier", "default_pack", "render_rule"]
 
 
 @lru_cache(maxsize=1)
@@ -179,7 +179,8 @@ class Classifier:
         findings, progress, context = self.findings, self._progress, self._progress.context
         may = partial(_may_match, self.pack)
         if findings.best is not None:
-            best = named_by_late(findings.late, _chosen(findings.best, progress, self.pack))
+            best = translated(findings.best, findings.translated)
+            best = named_by_late(findings.late, _chosen(best, progress, self.pack))
             return render_hit(best, context, self.pack.provenance, self.redact, may)
         gone, provenance = exited or exit_code is not None or progress.exited, self.pack.provenance
         if findings.late is not None and gone:

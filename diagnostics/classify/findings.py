@@ -12,8 +12,9 @@ following exception", "During handling of the above exception"), so among specif
 causes the chain's origin is its earliest finding, and across chains the earliest one
 wins; an exception line takes the place of the ``raise`` code line that raised it
 (:class:`Raising`). The order is total and a later line never beats an earlier one of
-the same rank, so the choice is made as lines come (constant memory) and the fast path
-can skip what cannot beat it. Once a requested shutdown began (a stopping marker), a
+the same rank (generic structure's catalogued chain end is read in its place:
+:func:`translated`), so the choice is made as lines come (constant memory) and the fast
+path can skip what cannot beat it. Once a requested shutdown began (a stopping marker), a
 specific cause found before it is the verdict: what the shutdown prints does not compete
 with it."""
 
@@ -29,7 +30,8 @@ from diagnostics.classify.normalize import wrapped_at_width
 from diagnostics.classify.progress import Origin, Progress, logged_below_error, warned
 from diagnostics.classify.told import told
 from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
-from diagnostics.model import State
+from diagnostics.model import Category, State
+from diagnostics.pack.catalogue import load_catalogue
 from diagnostics.pack.pack import claim_rank
 from diagnostics.pack.rules import Rule
 from diagnostics.redaction.redact import truncate
@@ -115,19 +117,17 @@ class Findings:
     late (``before_ready`` after ready) match."""
 
     def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
         self.best: Hit | None = None
         self.collecting: Hit | None = None
         self.late: Hit | None = None
+        self.translated: Hit | None = None  # the best's chain's end (:func:`translated`)
         self.found: dict[int, Hit] = {}  # rule priority -> its first finding
         self._raising = Raising()
         # (first line, last line, priority): the rules that read the last lines first
         self._claims: deque[tuple[int, int, tuple[int, int]]] = deque(maxlen=8)
-
-    def clear(self) -> None:
-        self.best = self.collecting = self.late = None
-        self.found = {}
-        self._claims.clear()
-        self._raising = Raising()
 
     def consider(
         self,
@@ -191,9 +191,11 @@ class Findings:
             if self.best is kept:
                 self.best = self.collecting = hit
             return
+        if kept is self.best and kept.rule.kind == "structure" and kept.chain == hit.chain:
+            self.translated = hit
         if self.best is not None and self.best.key <= hit.key:
             return
-        self.best = self.collecting = hit
+        self.best, self.collecting, self.translated = hit, hit, None
         self._raising.note(hit)
 
     def outlived(self, ready: bool, engine_done: bool, apart: Apart) -> bool:
@@ -217,10 +219,11 @@ class Findings:
         """The rank a finding must beat to change the verdict (None: no finding yet); an
         IPython header's reading stands until its traceback's exception line, of the
         same rank, comes, and a code line's until the exception line it raised."""
-        if self.best is None or self.best.told:  # (told: any line may beat it)
+        best = self.best
+        if best is None or best.told:  # (told: any line may beat it)
             return None
-        pending = self.best.header or self.best is self._raising.code
-        return self.best.rule.rank + (1 if pending else 0)
+        pending = best.header or best is self._raising.code
+        return best.rule.rank + (1 if pending else 0)
 
     def _retract(self, first: int, last: int, rank: tuple[int, int]) -> None:
         """Forget the findings on lines ``first``..``last`` of the rule of claim ``rank``
@@ -231,22 +234,19 @@ class Findings:
         best = self.best
         if best is not None and first <= best.line <= last and claim_rank(best.rule) >= rank:
             self.best = min(self.found.values(), key=lambda h: h.key, default=None)
-            self.collecting = None
+            self.collecting = self.translated = None
 
     def collect(self, line: str, text: str, before: str = "") -> None:
         """Keep the continuation lines after the evidence (terminal wraps, a paste's
-        reflow): as many as the rule's ``message_lines`` allows (the line and two more
-        unless the rule says its message is longer), or while the line before is cut at
-        a terminal's width, as many as the classifier joins; ``line``: without the process
-        prefix the evidence line carries too, ``text``: the line normalised (a line the
-        normaliser changes is a new record), ``before``: the raw line before it (its
-        trailing spaces, where a cut may fall, count: the evidence itself is kept without
-        them)."""
+        reflow): up to the rule's ``message_lines`` (three unless it says more), or while
+        the line before is cut at a terminal's width, as many as the classifier joins.
+        ``line``: without the evidence's process prefix; ``text``: the line normalised (a
+        line the normaliser changes is a new record); ``before``: the raw line before it
+        (its trailing spaces, where a cut may fall, count; the evidence is kept without)."""
         hit = self.collecting
         assert hit is not None
         cut = wrapped_at_width(before)
-        lines = MAX_WRAPPED_PARTS if cut else hit.rule.message_lines
-        limit = lines - 1
+        limit = (MAX_WRAPPED_PARTS if cut else hit.rule.message_lines) - 1
         # after an exception line, another one is the next exception, not its message
         # (after a `raise X(` code line, it is the exception that line raised)
         following = not cut and EXCEPTION_LINE.match(hit.text.lstrip())
@@ -268,10 +268,8 @@ _RECORD = re.compile(
     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ [DIWEF] \d+ \d+\] |\[?[DIWEF]\d{3,4} \d\d:"
 )
 
-
 # A traceback's header or frame: never the message going on.
 _TRACEBACK_LINES = ("Traceback (most recent call last)", 'File "')
-
 
 # The most lines the exception line a ``raise X(`` code line raised follows it by (the
 # statement's other lines, the position markers of Python 3.11+).
@@ -286,3 +284,16 @@ def named_by_late(late: Hit | None, best: Hit) -> Hit:
     if late is None or best.rule.kind not in _SAYS_LESS or best.phase is not State.READY:
         return best
     return late if late.at < best.at else best
+
+
+def translated(best: Hit, later: Hit | None) -> Hit:
+    """The best finding, or ``later``, the exception its chain ended in (Findings.
+    translated), when a generic structure rule read both and only the later message is
+    catalogued as more than "other": vLLM caught an error it did not explain and raised
+    its own message from it (an ``IndexError`` turned into "Error setting ...")."""
+    return best if later is None or _catalogued(best) or not _catalogued(later) else later
+
+
+def _catalogued(hit: Hit) -> bool:
+    found = load_catalogue().lookup(hit.text)
+    return found is not None and found.entry.category is not Category.OTHER

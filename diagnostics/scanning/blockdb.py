@@ -13,7 +13,7 @@ import hyperscan
 from diagnostics.classify.normalize import PROCESS_PREFIX, QUOTE_MARKER, WRAP_WIDTHS
 from diagnostics.pack import dbcache
 from diagnostics.pack.matching import prefilter_form
-from diagnostics.pack.rules import RulePack, file_bytes
+from diagnostics.pack.rules import Rule, RulePack, file_bytes
 from diagnostics.scanning import prefilter
 from diagnostics.scanning.prefilter import prefilter_head
 
@@ -141,7 +141,9 @@ def relevant_ids(
     pack: RulePack, best: int, ready: bool = False, exits: bool = False, stopping: bool = False
 ) -> frozenset[int]:
     """The pattern indexes that can still change a verdict whose best rule has rank
-    ``best`` (a later finding of the same rank never wins: the earliest does): a ready
+    ``best`` (a later finding of the same rank never wins: the earliest does, though a
+    generic structure rule's may be read in its place, classify.findings.translated,
+    so that rank's lines count too when it is generic structure's): a ready
     marker and the engine's end of initialisation (they clear the verdict), a rule of a
     better rank, the traceback header and frames a better rule needs, the frame lines and
     chain markers while a better rule is generic structure (its verdict reads where the
@@ -157,7 +159,8 @@ def relevant_ids(
     marker (readyseek's plan): before ready, the traceback headers and frames and the
     start markers count too; and so do they after a stopping marker (``stopping``: a
     start's marker ends the shutdown, Progress.enter)."""
-    better = [rule for rule in pack.rules if rule.rank < best]
+    better_ids = {n for n, r in enumerate(pack.rules) if r.rank < best or _read_on(r, best)}
+    better = [pack.rules[n] for n in sorted(better_ids)]
     traceback_rules = any(rule.traceback_through for rule in better)
     structure = any(rule.kind == "structure" for rule in better)
     generic = any(rule.generic for rule in better)
@@ -190,10 +193,15 @@ def relevant_ids(
         elif pattern.kind in ("reshaped", "header_class"):
             keep = bool(better)  # read as an exception line: any rule may match it
         else:  # rule, frame, after: owned by a rule
-            keep = pack.rules[pattern.owner].rank < best
+            keep = pattern.owner in better_ids
         if keep:
             found.add(index)
     return frozenset(found)
+
+
+def _read_on(rule: Rule, best: int) -> bool:
+    # generic structure's later finding of the verdict's rank (classify.findings.translated)
+    return rule.rank == best and rule.kind == "structure"
 
 
 def _any_match(
