@@ -58,7 +58,8 @@ OUT = ROOT / "fixtures" / "catalogue"
 # backends, worker, executor, platforms, distributed, LoRA (its kernels and the adapters
 # --lora-modules loads at start-up), entrypoints and multimodal code, torch.compile and
 # CUDA graph capture (compilation/), speculative decoding's drafters and sleep mode's
-# allocator (device_allocator/), all set up at start-up (V0 and V1 layouts). Left out:
+# allocator (device_allocator/), V1's loader of the logits processors a start names,
+# all set up at start-up (V0 and V1 layouts). Left out:
 # the request handlers of the entrypoints (serving_*, protocol, chat/tool/reasoning
 # parsing: their errors answer one request, after ready). The utilities: utils.py,
 # which 0.11 split into the utils/ package (argument parsing, memory, platform, system,
@@ -70,7 +71,8 @@ SCOPE = {
     r"distributed/|multimodal/|lora/|device_allocator/|compilation/|spec_decode/|"
     r"entrypoints/(?!.*(?:serving|protocol|chat_utils|tool_parser|tool_server|reasoning|"
     r"harmony|responses|score_utils|renderer|context))|"
-    r"v1/(?:engine/|worker/|executor/|core/kv_cache_utils|attention/|spec_decode/)|"
+    r"v1/(?:engine/|worker/|executor/|core/kv_cache_utils|attention/|spec_decode/|"
+    r"sample/logits_processor)|"
     r"transformers_utils/(?:config|utils|tokenizer)|"
     r"utils/|utils\.py|envs\.py)",
     "transformers": r"^transformers/(?:configuration_utils|modeling_rope_utils|"

@@ -3833,6 +3833,35 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "other",
         False,
     ),
+    # the loader of the logits processors a start names (--logits-processors): a class
+    # that is no LogitsProcessor, and processors with speculative decoding (held-out AJZ:
+    # the loader was not mined, read as other by where it was raised)
+    (
+        [
+            'File "/usr/local/lib/python3.12/dist-packages/vllm/v1/sample/logits_processor/'
+            '__init__.py", line 118, in _load_logitsprocs_by_fqcns',
+            "ValueError: JsonGuard must be a subclass of LogitsProcessor",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "ValueError: Custom logits processors are not supported when speculative "
+            "decoding is enabled.",
+        ],
+        "bad_config",
+        True,
+    ),
+    # an option structured output offers only with some backends, with another one
+    # chosen (held-out AJZ: read as a requirement of the model)
+    (
+        [
+            "ValueError: disable_any_whitespace is only supported for xgrammar and guidance backends."
+        ],
+        "bad_config",
+        True,
+    ),
 ]
 
 
