@@ -178,3 +178,28 @@ def test_a_cause_after_the_safetensors_lookup_notice_decides(
 def test_the_safetensors_lookup_notice_alone_is_the_network_not_a_missing_model():
     diagnosis = both_paths([V1_START, NOTICES["local folder"]], PACK)
     assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_TRANSIENT, "network")
+
+
+# huggingface_hub's notice of a download cut, whatever the error it names (a read
+# timeout, the connection broken mid-body: IncompleteRead), then the same file's bar
+# past where it stopped: http_get resumed it (held-out AJU, read as a truncated file)
+CUT = {
+    "read-timeout": "HTTPSConnectionPool(host='cdn-lfs-us-1.hf.co', port=443): Read timed out.",
+    "incomplete-read": "('Connection broken: IncompleteRead(1795162112 bytes read, "
+    "1118438400 more expected)', IncompleteRead(1795162112 bytes read, 1118438400 more expected))",
+}
+BAR = "model-00004-of-00030.safetensors:  {}%|██████    | 2.84G/4.66G [01:03<00:41, 44.1MB/s]"
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["same-block", "blocks-apart"])
+@pytest.mark.parametrize("error", list(CUT))
+def test_a_download_resumed_past_where_it_was_cut_is_under_way(error, apart):
+    cut = [
+        f"Error while downloading from https://cdn-lfs-us-1.hf.co/repos/7b/1c/x?filename=model-"
+        f"00004-of-00030.safetensors: {CUT[error]}",
+        "Trying to resume download...",
+    ]
+    before = [START, DOWNLOADING, BAR.format(61), *cut]
+    assert both_paths(before, PACK).state is State.FAILED_TRANSIENT  # (alone: the network)
+    lines = [*before, *(NOISE if apart else []), BAR.format(100)]
+    assert both_paths(lines, PACK).state is State.DOWNLOADING
