@@ -29,7 +29,7 @@ from diagnostics.classify.linereading import EXCEPTION_LINE, RAISE_CODE, logged_
 from diagnostics.classify.normalize import wrapped_at_width
 from diagnostics.classify.progress import Origin, Progress, logged_below_error, warned
 from diagnostics.classify.told import told
-from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS
+from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS, joined
 from diagnostics.model import Category, State
 from diagnostics.pack.catalogue import load_catalogue
 from diagnostics.pack.pack import claim_rank
@@ -294,6 +294,7 @@ def translated(best: Hit, later: Hit | None) -> Hit:
     return best if later is None or _catalogued(best) or not _catalogued(later) else later
 
 
-def _catalogued(hit: Hit) -> bool:
-    found = load_catalogue().lookup(hit.text)
+def _catalogued(hit: Hit) -> bool:  # (read as verdict.judged_by_catalogue reads it)
+    texts = [*joined(hit), hit.text] if hit.following else [hit.text]
+    found = next((f for t in texts if (f := load_catalogue().lookup(t)) is not None), None)
     return found is not None and found.entry.category is not Category.OTHER
