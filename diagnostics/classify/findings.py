@@ -31,7 +31,7 @@ from diagnostics.classify.progress import Origin, Progress, logged_below_error, 
 from diagnostics.classify.told import told
 from diagnostics.classify.wrapping import MAX_WRAPPED_PARTS, joined
 from diagnostics.model import Category, State
-from diagnostics.pack.catalogue import load_catalogue
+from diagnostics.pack.catalogue import Found, load_catalogue
 from diagnostics.pack.pack import claim_rank
 from diagnostics.pack.rules import Rule
 from diagnostics.redaction.redact import truncate
@@ -219,11 +219,10 @@ class Findings:
         """The rank a finding must beat to change the verdict (None: no finding yet); an
         IPython header's reading stands until its traceback's exception line, of the
         same rank, comes, and a code line's until the exception line it raised."""
-        best = self.best
-        if best is None or best.told:  # (told: any line may beat it)
+        if self.best is None or self.best.told:  # (told: any line may beat it)
             return None
-        pending = best.header or best is self._raising.code
-        return best.rule.rank + (1 if pending else 0)
+        pending = self.best.header or self.best is self._raising.code
+        return self.best.rule.rank + (1 if pending else 0)
 
     def _retract(self, first: int, last: int, rank: tuple[int, int]) -> None:
         """Forget the findings on lines ``first``..``last`` of the rule of claim ``rank``
@@ -291,10 +290,11 @@ def translated(best: Hit, later: Hit | None) -> Hit:
     translated), when a generic structure rule read both and only the later message is
     catalogued as more than "other": vLLM caught an error it did not explain and raised
     its own message from it (an ``IndexError`` turned into "Error setting ...")."""
-    return best if later is None or _catalogued(best) or not _catalogued(later) else later
+    return best if later is None or catalogued(best) or not catalogued(later) else later
 
 
-def _catalogued(hit: Hit) -> bool:  # (read as verdict.judged_by_catalogue reads it)
+def catalogued(hit: Hit) -> Found | None:
+    """The catalogued message, more than "other", the finding holds (with what continues it)."""
     texts = [*joined(hit), hit.text] if hit.following else [hit.text]
     found = next((f for t in texts if (f := load_catalogue().lookup(t)) is not None), None)
-    return found is not None and found.entry.category is not Category.OTHER
+    return found if found is not None and found.entry.category is not Category.OTHER else None

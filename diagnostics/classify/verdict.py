@@ -27,14 +27,14 @@ from collections.abc import Callable, Container, Mapping
 from functools import cache
 
 from diagnostics.classify.chosen import SETTINGS, chosen_setting
-from diagnostics.classify.findings import Hit
+from diagnostics.classify.findings import Hit, catalogued
 from diagnostics.classify.fixes import fix_for, raised_fix, unparsed_file
 from diagnostics.classify.linereading import raised_class
 from diagnostics.classify.normalize import WORKER_REPORT
 from diagnostics.classify.progress import Origin
-from diagnostics.classify.wrapping import captures, joined
+from diagnostics.classify.wrapping import captures
 from diagnostics.model import Category, Diagnosis, Evidence, State
-from diagnostics.pack.catalogue import Found, load_catalogue
+from diagnostics.pack.catalogue import Found
 from diagnostics.pack.evidence import Provenance
 from diagnostics.pack.rules import Rule, template_fields
 from diagnostics.pack.templates import resolve_optional
@@ -108,12 +108,8 @@ def judged_by_catalogue(
     """The verdict of a catalogued message (whole, cut, or inside a wrapper) the finding
     shows: the category of its raise site, and its permanence (a deterministic type raised
     by vLLM's own code is permanent unless the category is a host one)."""
-    texts = [hit.text]
-    if hit.following:  # continuation lines: a terminal's cut (no space) or a new line
-        texts[:0] = joined(hit)
-    catalogue = load_catalogue()
-    found = next((f for t in texts if (f := catalogue.lookup(t)) is not None), None)
-    if found is None or found.entry.category is Category.OTHER:
+    found = catalogued(hit)
+    if found is None:
         return None  # not catalogued, or known to say no more than "other"
     cls = raised_as(_raised(hit, captured), found)
     detail = (captured.get("detail") or hit.text).strip()
