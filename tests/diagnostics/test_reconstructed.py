@@ -6,6 +6,8 @@ set was added."""
 
 from __future__ import annotations
 
+import functools
+
 from diagnostics.command.accuracy import load_manifest, score, spare_cores
 from tests.diagnostics.cases import FIXTURES
 from tests.support import tiers
@@ -81,8 +83,9 @@ QUICK_EVERY = 50
 QUICK_MARGIN = 0.01
 
 
-def _sampled() -> set[str]:
-    return {entry["file"] for entry in tiers.sample(load_manifest(ROOT), QUICK_EVERY)}
+@functools.cache  # (the manifest read once: the scoring and the share both ask)
+def _sampled() -> frozenset[str]:
+    return frozenset(e["file"] for e in tiers.sample(load_manifest(ROOT), QUICK_EVERY))
 
 
 def _scored():
@@ -101,8 +104,7 @@ def test_no_fault_called_permanent_no_failure_missed_and_no_fewer_right():
     assert [f for f in missed if f not in AFTER_READY | LEFT_MISSED] == []
     wrong = [f"{r.file}: {r.label} -> {r.predicted}" for r in results if not r.right]
     if tiers.QUICK:
-        sampled = _sampled()
-        sample = [r for r in results if r.file in sampled]
+        sample = [r for r in results if r.file in _sampled()]
         share = sum(r.right for r in sample) / len(sample)
         assert share >= RIGHT_AT_LEAST / SIZE - QUICK_MARGIN, "\n".join(wrong)
         return
