@@ -3886,6 +3886,52 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # the API server's own socket and the port or host it was given (held-out ALH): a
+    # port outside 0-65535 (any socket: the number was set), a port below 1024 refused
+    # to a user that is not root (its traceback, or uvicorn's log line), and vLLM
+    # 0.5-0.6.1's bind in run_server of a --host that names no address
+    (
+        [
+            '(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/'
+            'entrypoints/openai/api_server.py", line 519, in create_server_socket',
+            "(APIServer pid=1)     sock.bind(addr)",
+            "(APIServer pid=1) OverflowError: bind(): port must be 0-65535.",
+        ],
+        "bad_config",
+        True,
+    ),
+    (["OverflowError: getsockaddrarg: port must be 0-65535."], "bad_config", True),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/venv/lib/python3.12/site-packages/vllm/entrypoints/openai/'
+            'api_server.py", line 972, in create_server_socket',
+            "    sock.bind(addr)",
+            "PermissionError: [Errno 13] Permission denied",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            "INFO:     Waiting for application startup.",
+            "INFO:     Application startup complete.",
+            "ERROR:    [Errno 13] error while attempting to bind on address ('0.0.0.0', 443):"
+            " permission denied",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            '  File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/openai/'
+            'api_server.py", line 476, in run_server',
+            '    sock.bind((args.host or "", args.port))',
+            "socket.gaierror: [Errno -2] Name or service not known",
+        ],
+        "bad_config",
+        True,
+    ),
 ]
 
 

@@ -219,6 +219,9 @@ WITHOUT_A_REAL_LOG = {
     # torch.distributed's, Gloo's and vLLM's socket words (held-out set JM)
     "distributed-setting-unusable": "test_wordings.WORDINGS",
     "server-socket-address-not-usable": "test_wordings.WORDINGS",
+    # the API server's port: out of range, or below 1024 for a user not root (held-out ALH)
+    "server-port-out-of-range": "test_wordings.WORDINGS",
+    "server-port-privileged": "test_wordings.WORDINGS",
     # runners' and shells' reports of a command's exit, written from their words (make,
     # just, CI steps, srun, GNU time; $?, $status, $LASTEXITCODE): held-out set NB
     "runner-exit-sigkill": "test_wordings.WORDINGS",
