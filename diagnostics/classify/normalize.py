@@ -112,9 +112,11 @@ _PREFIXES = re.compile(
         |Traceback\ \(most\ recent\ call\ last\):$|\ +File\ "
         |(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\ |$))
     # a launcher's tag of its program ([qwen-7b] ), before what reads as a log line or a
-    # traceback's (not an in-band tag: vLLM's "[shutdown] API server", torch's "[c10d]")
+    # traceback's, or its time (not an in-band tag: vLLM's "[shutdown] API server",
+    # torch's "[c10d]")
     | \[[A-Za-z][\w.\-]{0,63}\]\ (?=(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\(|\s
-        |Traceback\b|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt)\b)
+        |Traceback\b|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt)\b
+        |\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d|\d\d:\d\d:\d\d)
     | (?:>[ \t]?)+                                                  # quoted in a reply ("> ")
     | \s{0,6}\d{1,6}(?:[ \t]*[|\u2502][ \t]?|:[ \t]|\t)                 # pasted line numbers
     | \d{1,6}(?:\.\d+)?s\t                                           # Kaggle's seconds, a tab

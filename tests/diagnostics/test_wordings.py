@@ -3932,6 +3932,38 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "bad_config",
         True,
     ),
+    # the program that runs vLLM, the same on every start (held-out ALP): an event loop
+    # started inside a running one (a notebook), an object pickle cannot hand to a
+    # spawned process, and a compiler named by its versioned name (CC=/usr/bin/gcc-12)
+    # that the image lacks
+    (
+        [
+            "----> 7 asyncio.run(run_server(args))",
+            "RuntimeError: asyncio.run() cannot be called from a running event loop",
+        ],
+        "other",
+        True,
+    ),
+    (["RuntimeError: This event loop is already running"], "other", True),
+    (
+        [
+            '  File "/usr/lib/python3.12/multiprocessing/reduction.py", line 60, in dump',
+            "    ForkingPickler(file, protocol).dump(obj)",
+            "AttributeError: Can't pickle local object 'main.<locals>.<lambda>'",
+        ],
+        "other",
+        True,
+    ),
+    (["TypeError: cannot pickle '_thread.lock' object"], "other", True),
+    (
+        [
+            "(EngineCore_DP0 pid=203) ERROR 09-16 15:31:49 [core.py:718] torch._inductor.exc."
+            "InductorError: FileNotFoundError: [Errno 2] No such file or directory: "
+            "'/usr/bin/gcc-12'",
+        ],
+        "other",
+        True,
+    ),
 ]
 
 

@@ -45,6 +45,9 @@ MSG = "ValueError: No available memory for the cache blocks."
         # a launcher's tag of its program, after its time, before a log line or an exception
         f"2024-08-28 11:02:27 [llm] {MSG}",
         f"[qwen-7b] ERROR 09-30 22:11:48 api_server.py:1] {MSG}",
+        # ... and before its time (held-out ALQ: the frames under it went unread)
+        f"[vllm] 2026-04-09 20:17:36 (EngineCore_DP0 pid=402) ERROR 04-09 20:17:36 [core.py:902] {MSG}",
+        f"[vllm] 20:17:36 {MSG}",
         # a log tailer's pod and container names (stern), before a process's prefix or
         # vLLM's header
         f"decode-7f6c9d-0 vllm (EngineCore_DP0 pid=175) ERROR 01-29 12:05:49 [core.py:866] {MSG}",

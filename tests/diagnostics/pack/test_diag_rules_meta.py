@@ -222,6 +222,9 @@ WITHOUT_A_REAL_LOG = {
     # the API server's port: out of range, or below 1024 for a user not root (held-out ALH)
     "server-port-out-of-range": "test_wordings.WORDINGS",
     "server-port-privileged": "test_wordings.WORDINGS",
+    # the program that runs vLLM (held-out ALP)
+    "event-loop-already-running": "test_wordings.WORDINGS",
+    "start-object-not-picklable": "test_wordings.WORDINGS",
     # runners' and shells' reports of a command's exit, written from their words (make,
     # just, CI steps, srun, GNU time; $?, $status, $LASTEXITCODE): held-out set NB
     "runner-exit-sigkill": "test_wordings.WORDINGS",
