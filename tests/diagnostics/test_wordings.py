@@ -3955,6 +3955,45 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         True,
     ),
     (["TypeError: cannot pickle '_thread.lock' object"], "other", True),
+    # a value an environment variable gives, converted where it is read (held-out ALY:
+    # RunPod's worker-vllm reading MAX_MODEL_LEN=16k)
+    (
+        [
+            '  File "/src/engine_args.py", line 120, in _env_args',
+            '    "max_model_len": int(os.getenv("MAX_MODEL_LEN", 0)) or None,',
+            "ValueError: invalid literal for int() with base 10: '16k'",
+        ],
+        "bad_config",
+        True,
+    ),
+    (
+        [
+            '  File "/app/serve.py", line 14, in main',
+            '    util = float(os.environ["GPU_MEMORY_UTILIZATION"])',
+            "ValueError: could not convert string to float: '90%'",
+        ],
+        "bad_config",
+        True,
+    ),
+    # a CUTLASS kernel not compiled for the GPU: a three-digit capability (Blackwell) is
+    # newer than the image's build (other, as gpu-newer-than-image), a two-digit one older
+    # than the kernel needs (the GPU's requirement; held-out ALX)
+    (
+        [
+            "RuntimeError: No compiled cutlass_scaled_mm for a compute capability less than "
+            "CUDA device capability: 120"
+        ],
+        "other",
+        True,
+    ),
+    (
+        [
+            "RuntimeError: No compiled cutlass_scaled_mm for a compute capability less than "
+            "CUDA device capability: 75"
+        ],
+        "model_requirement",
+        True,
+    ),
     (
         [
             "(EngineCore_DP0 pid=203) ERROR 09-16 15:31:49 [core.py:718] torch._inductor.exc."
