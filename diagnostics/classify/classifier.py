@@ -203,7 +203,7 @@ def _phase_marker(
     ready, done = state is State.READY, bool(groups.get("engine_done"))
     if ready and classifier._progress.left:
         return None  # vLLM's program ended before: another program's server is up
-    _outgrow(classifier.findings, state, groups)
+    _outgrow(classifier.findings, state, groups, classifier._progress.service)
     if not classifier.findings.outlived(ready, done, classifier._services.apart):
         return None  # another vLLM service is up: this one's failure stands
     entered = classifier._progress.enter(name)
@@ -243,12 +243,13 @@ def following(classifier: Classifier) -> Classifier:
     return later
 
 
-def _outgrow(findings: Findings, state: State | None, groups: Mapping[str, str | None]) -> None:
-    """The start entered ``state`` (its marker captured ``groups``: a download bar's file
-    and percent): forget the best finding if it outgrew it."""
+def _outgrow(findings: Findings, state: State | None, groups: Mapping, service: str | None) -> None:
+    """The start (of ``service``) entered ``state`` (its marker captured ``groups``: a
+    download bar's file and percent): forget the best finding if it outgrew it (another
+    service's progress says nothing of it)."""
     file, percent = groups.get("bar_file"), groups.get("downloaded")
-    bar = (file, int(percent)) if file and percent else None
-    if findings.best is not None and outgrown(findings.best, state, bar):
+    bar, best = (file, int(percent)) if file and percent else None, findings.best
+    if best is not None and best.service in (None, service) and outgrown(best, state, bar):
         findings.clear()
 
 

@@ -38,7 +38,6 @@ _VLLM_MAIN = re.compile(
 )
 _PROGRAM_TOP = frozenset({"<module>", "_run_module_as_main"})  # a main thread's first frame
 
-
 # A frame in vLLM's own code (its package, or the `vllm` script).
 _VLLM_CODE = re.compile(r"[/\\]vllm(?:[/\\]|$)")
 
@@ -232,12 +231,11 @@ def outgrown(best: Hit, state: State | None, bar: tuple[str, int] | None = None)
     forgotten when the start goes on (``until_progress``) and ``state`` is later than
     the phase it was found in, or any phase but a new start when it was a notice logged
     below ERROR (a retried request, then the download going on: V1 downloads once the
-    load has begun); or it is a warning's generic words (:func:`_words_warned`)
-    and the start made progress in that phase or a later one (not a new start); the
-    socket's words and such a notice by the interrupted download going on (_went_on); a
-    network failure logged below ERROR in any logger's format (:func:`_network_warned`)
-    by a later phase; the last resort reading another program's traceback (Hit.foreign)
-    by progress in a later phase than starting."""
+    load has begun); a warning's generic words (:func:`_words_warned`) by progress in
+    that phase or a later one (not a new start); the socket's words and such a notice by
+    the interrupted download going on (_went_on); what was logged below ERROR, not raised
+    (:func:`_warned_not_raised`), by a later phase; another program's traceback
+    (Hit.foreign) by progress in a later phase than starting."""
     if state not in PHASE_ORDER or best.phase not in PHASE_ORDER:
         return False
     at, found = PHASE_ORDER.index(state), PHASE_ORDER.index(best.phase)
@@ -248,8 +246,8 @@ def outgrown(best: Hit, state: State | None, bar: tuple[str, int] | None = None)
         return went_on or (state is not State.STARTING and warned(best.raw))
     if _socket_words(best) and (at > found or _went_on(best, state, bar)):
         return True  # the socket's words in a message, then progress: survived
-    if at > found and _network_warned(best):
-        return True  # a request logged as failed, not raised, then a later phase
+    if at > found and _warned_not_raised(best):
+        return True  # logged as a warning, not raised, then a later phase
     return _words_warned(best) and at >= max(1, found)
 
 
@@ -286,10 +284,12 @@ def logged_below_error(raw: str) -> bool:
     return warned(raw) or _LIBRARY_WARNED.search(raw) is not None
 
 
-def _network_warned(best: Hit) -> bool:
-    """A network failure that vLLM or a library logged below ERROR, not raised: a request
-    it could do without (LMCache's usage report, a lookup it falls back from). The start
-    reaching a later phase after it survived it."""
+def _warned_not_raised(best: Hit) -> bool:
+    """Logged below ERROR, not raised: a network request vLLM or a library could do without
+    (LMCache's usage report, a fallen-back lookup), a setting vLLM warned of and accepted
+    (VLLM_ALLOW_LONG_MAX_MODEL_LEN's max_model_len; rejected, it raises)."""
+    if best.rule.category is Category.BAD_CONFIG:
+        return warned(best.raw)
     return best.rule.category is Category.NETWORK and logged_below_error(best.raw)
 
 

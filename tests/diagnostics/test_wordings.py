@@ -3955,6 +3955,31 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         True,
     ),
     (["TypeError: cannot pickle '_thread.lock' object"], "other", True),
+    # HF_HUB_ENABLE_HF_TRANSFER=1 without the package, as a handler logs the message alone
+    # (held-out AMF: read as nothing at all)
+    (
+        [
+            "2024-12-13T16:03:00.719Z [handler] engine init failed: Fast download using "
+            "'hf_transfer' is enabled (HF_HUB_ENABLE_HF_TRANSFER=1) but 'hf_transfer' "
+            "package is not available in your environment. Try `pip install hf_transfer`."
+        ],
+        "other",
+        True,
+    ),
+    # HF_TOKEN with a trailing newline: the HTTP client refuses the header (held-out AME)
+    (
+        [
+            "requests.exceptions.InvalidHeader: Invalid leading whitespace, reserved "
+            "character(s), or return character(s) in header value: 'Bearer hf_*****\\n'"
+        ],
+        "gated_model",
+        True,
+    ),
+    (
+        ["h11._util.LocalProtocolError: Illegal header value b'Bearer hf_abc \\n'"],
+        "gated_model",
+        True,
+    ),
     # a value an environment variable gives, converted where it is read (held-out ALY:
     # RunPod's worker-vllm reading MAX_MODEL_LEN=16k)
     (

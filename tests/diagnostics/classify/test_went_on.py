@@ -119,6 +119,30 @@ def test_a_network_failure_logged_as_an_error_is_not_outgrown():
     assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_TRANSIENT, "network")
 
 
+# a setting vLLM warned of and accepted (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: max_model_len
+# above the model's own, logged as a warning; without the override it is raised): the
+# start went on past it (held-out AME, stop 65: a start still loading read as bad_config)
+LONG_LEN = (
+    "User-specified max_model_len (65536) is greater than the derived max_model_len "
+    "(max_position_embeddings=32768 or model_max_length=None in model's config.json)."
+)
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["same-block", "blocks-apart"])
+def test_a_setting_vllm_warned_of_then_a_later_phase_is_a_start_under_way(apart):
+    warning = f"WARNING 05-06 13:02:58 [config.py:3220] {LONG_LEN}"
+    lines = [START, warning, *(NOISE if apart else []), DOWNLOADING, *LOADING]
+    assert both_paths(lines, PACK).state is State.LOADING
+
+
+def test_the_same_setting_raised_or_with_no_later_phase_ends_the_start():
+    raised = f"ValueError: {LONG_LEN} To allow overriding this maximum, set the env var"
+    warning = f"WARNING 05-06 13:02:58 [config.py:3220] {LONG_LEN}"
+    for lines in ([START, raised, DOWNLOADING, *LOADING], [START, warning]):
+        diagnosis = both_paths(lines, PACK)
+        assert (diagnosis.state, str(diagnosis.category)) == (State.FAILED_PERMANENT, "bad_config")
+
+
 # vLLM's look at the repo's safetensors metadata (0.9.1 on) logs each failure at ERROR and
 # goes on without it, whatever the reason: a local folder read as a repo id, a gated repo,
 # the hub unreachable (rules/30-hub.yaml safetensors-lookup-notice).
