@@ -203,7 +203,7 @@ def _phase_marker(
     ready, done = state is State.READY, bool(groups.get("engine_done"))
     if ready and classifier._progress.left:
         return None  # vLLM's program ended before: another program's server is up
-    _outgrow(classifier.findings, state, groups, classifier._progress.service)
+    _outgrow(classifier, state, groups)
     if not classifier.findings.outlived(ready, done, classifier._services.apart):
         return None  # another vLLM service is up: this one's failure stands
     entered = classifier._progress.enter(name)
@@ -243,14 +243,15 @@ def following(classifier: Classifier) -> Classifier:
     return later
 
 
-def _outgrow(findings: Findings, state: State | None, groups: Mapping, service: str | None) -> None:
-    """The start (of ``service``) entered ``state`` (its marker captured ``groups``: a
-    download bar's file and percent): forget the best finding if it outgrew it (another
-    service's progress says nothing of it)."""
+def _outgrow(classifier: Classifier, state: State | None, groups: Mapping[str, str | None]) -> None:
+    """The start (of the service of the line read) entered ``state`` (its marker captured
+    ``groups``: a download bar's file and percent): forget the best finding if it outgrew
+    it (another service's progress says nothing of a finding read under a service)."""
     file, percent = groups.get("bar_file"), groups.get("downloaded")
-    bar, best = (file, int(percent)) if file and percent else None, findings.best
+    bar = (file, int(percent)) if file and percent else None
+    best, service = classifier.findings.best, classifier._progress.service
     if best is not None and best.service in (None, service) and outgrown(best, state, bar):
-        findings.clear()
+        classifier.findings.clear()
 
 
 def _its_own(pattern: Pattern, joined: str, rest: str) -> bool:
