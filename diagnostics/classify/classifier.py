@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache, partial
 
 from diagnostics.classify.findings import Findings, Hit, named_by_late, stored, translated
-from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, read_line
+from diagnostics.classify.linereading import HEADER_CLASS, PHASE, RULE, access_line, read_line
 from diagnostics.classify.linereading import hit_ids as _hit_ids
 from diagnostics.classify.linereading import may_match as _may_match
 from diagnostics.classify.linereading import rules_matching as _rules_matching
@@ -33,7 +33,7 @@ from diagnostics.classify.normalize import (
     wrapped_at_width,
 )
 from diagnostics.classify.progress import PHASE_ORDER, Progress, outgrown
-from diagnostics.classify.services import Services, access_line
+from diagnostics.classify.services import Services
 from diagnostics.classify.unmatched import unmatched
 from diagnostics.classify.verdict import render_hit, render_rule
 from diagnostics.classify.wrapping import Wrapped, carry, continues, refined
@@ -41,8 +41,7 @@ from diagnostics.model import Diagnosis, State
 from diagnostics.pack.rules import PHASES, Pattern, RulePack, load_pack
 from diagnostics.redaction.redact import Redactor, redact
 
-# The parts live in diagnostics.classify.progress, findings, verdict and wrapping; the names
-# importers use stay importable from here.
+# The parts live in progress, findings, verdict and wrapping; importers' names stay here.
 __all__ = ["Classifier", "default_pack", "render_rule"]
 
 

@@ -5,11 +5,10 @@ same words) is read once (:func:`read_line`)."""
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import NamedTuple
 
 from diagnostics.classify.normalize import clean_raw, normalize
-from diagnostics.classify.services import access_line, ray_daemons
 from diagnostics.pack.rules import Pattern, RulePack
 
 # A line longer than this is read each time it comes (the memo holds no long lines).
@@ -26,9 +25,12 @@ _NOT_SEEN = frozenset({"phase", "rule", "reshaped", "error_level"})
 # their line numbers, IPython's arrow): a Python ``except`` clause, numbered or not,
 # source that catches an exception (``except GatedRepoError as e:`` is no refusal of the
 # hub); a numbered raise or string literal, the source of a message of a branch that may
-# not have run, never the message raised (that is the exception line below the frames).
+# not have run, never the message raised (that is the exception line below the frames);
+# a numbered statement or comment (``elif isinstance(err, GatedRepoError):``, ``# Repo
+# not found or gated``), code that names what it tests for.
 _SOURCE_LINE = re.compile(
-    r"^\s*(?:-*>\s*)?(?:(?:\d+\s+)?except\b[^:]*:\s*(?:#.*)?$|\d+\s+(?:raise\b|[rRbBuUfF]{0,2}[\"']))"
+    r"^\s*(?:-*>\s*)?(?:(?:\d+\s+)?except\b[^:]*:\s*(?:#.*)?$|\d+\s+(?:raise\b|[rRbBuUfF]{0,2}[\"']"
+    r"|(?:el)?if\b|else\s*:|for\b|while\b|return\b|def\b|class\b|with\b|assert\b|#))"
 )
 
 
@@ -174,3 +176,63 @@ def logged_repr(text: str, clean: str) -> bool:
     line, which takes its place (Findings.consider)."""
     exc, sep, _ = text.partition(": ")
     return bool(sep) and clean.endswith(("')", '")')) and f"{exc.lstrip()}(" in clean
+
+
+# Lines that are not vLLM's own and never the cause of its start, whoever prints them:
+# an HTTP server's access line, a client's log of its request to vLLM (or of its failure
+# to reach it), vLLM's log of a request's prompt, a Ray daemon's line forwarded to the
+# driver's console.
+
+
+@cache
+def _access_line() -> re.Pattern[str]:
+    # uvicorn's access line: '%s - "%s %s HTTP/%s" %d %s' (client host:port first; a
+    # server's own format may put a field or two after it: KServe's "10.0.0.1:38866 1 -"); a
+    # client's log of its request to an OpenAI-style server (httpx: 'HTTP Request: %s %s
+    # "%s %d %s"'), whose paths (/v1/..., /health) are never the hub's.
+    return re.compile(
+        r'\S+:\d+(?: [\w.\-]+){0,2} - "[A-Z]{3,7} \S+ HTTP/\d(?:\.\d)?" \d{3}\b'
+        r"|HTTP Request: [A-Z]{3,7} \S+?/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
+        r'\S* "HTTP/\d(?:\.\d)? \d{3}\b'
+        # urllib3's report of a client that could not reach it (a web UI, a task queue
+        # waiting for vLLM): the path is the server's API, never the hub's
+        r"|Max retries exceeded with url: "
+        r"/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
+        # a client's own words that vLLM's server could not be reached (a trainer waiting
+        # for `trl vllm-serve`, a pipeline for its rollout server): vLLM's, never the hub
+        r"|(?i:\bvllm server\b.{0,40}?\b(?:can't|cannot|could not|couldn't) be reached"
+        r"|\b(?:can't|cannot|could not|couldn't|failed to|unable to) (?:reach|connect to)"
+        r" (?:the )?vllm server\b)"
+        # vLLM's request logger (entrypoints/logger.py: "Received request %s: prompt: %r,
+        # params: ...", "Generated response %s: output: %r"): a client's prompt or the
+        # model's answer quoted, any words in them (a user asking about a "CUDA error")
+        r"|\bReceived request \S+: prompt: |\bGenerated response \S+: output: "
+    )
+
+
+# A Ray daemon's own line (its log forwarded to the driver's console): Ray's, not vLLM's.
+_RAY_DAEMON = re.compile(
+    r"^\s*\((?:raylet|gcs_server|autoscaler|dashboard\w*)(?:, ip=[\w.:\-]+)?\) "
+)
+
+
+def ray_daemons(line: str) -> bool:
+    """Whether ``line`` (raw) is a Ray daemon's (raylet, GCS, autoscaler, dashboard): an
+    error it logs (a disk filling, a node's heartbeat) is Ray's, not vLLM's."""
+    return line.lstrip().startswith("(") and _RAY_DAEMON.match(line) is not None
+
+
+def access_line(text: str) -> bool:
+    """Whether ``text`` (normalised) is an HTTP server's access line, or a client's log of
+    its request to an OpenAI-style server (or of its failure to reach one): the status in
+    it is the server's answer to a client (vLLM's API server, a proxy beside it), never a
+    cause of a failed start (a hub's 401 or 404 reads the same words); or vLLM's log of a
+    request's prompt or a response's output, which quote what clients and the model wrote."""
+    return (
+        '" ' in text
+        or "HTTP Request: " in text
+        or "Max retries exceeded with url: /" in text
+        or "llm server" in text.lower()  # the pattern reads these words in any case
+        or "Received request " in text
+        or "Generated response " in text
+    ) and _access_line().search(text) is not None

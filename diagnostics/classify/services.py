@@ -36,9 +36,8 @@ another's failed start answered."""
 from __future__ import annotations
 
 import re
-from functools import cache
 
-from diagnostics.classify.normalize import ISO_TIME, strip_ansi
+from diagnostics.classify.normalize import ISO_TIME, strip_ansi, wrapped_at_width
 
 # A compose line: the service's name (its instance number apart; a letter first, so a
 # paste's line numbers, "12 | ...", are not names), padding, the gutter; after any colour
@@ -128,11 +127,23 @@ class Services:
         self.vllm: set[str] = set()
         self.current: str | None = None  # the service of the line read last
         self.section: str | None = None  # the file named by the last tail/head header
+        self._cut = False  # the line read last was another service's, cut at a width
 
     def foreign(self, line: str) -> bool:
         """Whether ``line`` is another service's (and is to be left out). Compose colours
-        each service's name on a terminal: a paste may keep the colour codes."""
+        each service's name on a terminal: a paste may keep the colour codes. A terminal
+        that cut a line at its width put the service's name on the first part only: the
+        rest, under no name of its own, is that service's too (a web UI's "Cannot connect
+        to host vllm ... [Name or service not known]" cut before its last words)."""
         line = _uncoloured(line)
+        if self._cut and _service(line) is None and not _own_line(line):
+            self._cut = wrapped_at_width(line)
+            return True
+        left_out = self._foreign(line)
+        self._cut = left_out and wrapped_at_width(line)
+        return left_out
+
+    def _foreign(self, line: str) -> bool:
         if line.startswith("==> ") and (header := SECTION.match(line)):
             self.section, self.current = header.group("name"), None
             if _stem(self.section) in {_stem(name) for name in self.vllm}:
@@ -194,6 +205,16 @@ class Services:
         )
 
 
+def _own_line(line: str) -> bool:
+    """Whether ``line`` names whose it is without a service's gutter (a tail header,
+    compose's or a supervisor's report of a program's end)."""
+    return (
+        line.startswith("==> ")
+        or _COMPOSE_EXIT.match(line) is not None
+        or (_RUNNER_WORDS.search(line) is not None and _RUNNER_EXIT.search(line) is not None)
+    )
+
+
 def _for_vllm(name: str) -> bool:
     """Whether a service's name names vLLM ("vllm", "vllm-chat"): its lines are vLLM's."""
     return "vllm" in name.lower()
@@ -233,63 +254,3 @@ def _name(found: re.Match[str]) -> str | None:
     if tag is None:
         return found.group("name") or found.group("tab")
     return None if tag.lower() in _NOT_SERVICES else tag
-
-
-# Lines that are not vLLM's own and never a cause of its start, whoever prints them: an
-# HTTP server's access line (vLLM's API server's, a proxy's beside it), a client's log of
-# its request to vLLM's API or of its failure to reach it, and a Ray daemon's line
-# forwarded to the driver's console.
-
-
-@cache
-def _access_line() -> re.Pattern[str]:
-    # uvicorn's access line: '%s - "%s %s HTTP/%s" %d %s' (client host:port first; a
-    # server's own format may put a field or two after it: KServe's "10.0.0.1:38866 1 -"); a
-    # client's log of its request to an OpenAI-style server (httpx: 'HTTP Request: %s %s
-    # "%s %d %s"'), whose paths (/v1/..., /health) are never the hub's.
-    return re.compile(
-        r'\S+:\d+(?: [\w.\-]+){0,2} - "[A-Z]{3,7} \S+ HTTP/\d(?:\.\d)?" \d{3}\b'
-        r"|HTTP Request: [A-Z]{3,7} \S+?/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
-        r'\S* "HTTP/\d(?:\.\d)? \d{3}\b'
-        # urllib3's report of a client that could not reach it (a web UI, a task queue
-        # waiting for vLLM): the path is the server's API, never the hub's
-        r"|Max retries exceeded with url: "
-        r"/(?:v1/|health\b|ping\b|metrics\b|version\b|invocations\b)"
-        # a client's own words that vLLM's server could not be reached (a trainer waiting
-        # for `trl vllm-serve`, a pipeline for its rollout server): vLLM's, never the hub
-        r"|(?i:\bvllm server\b.{0,40}?\b(?:can't|cannot|could not|couldn't) be reached"
-        r"|\b(?:can't|cannot|could not|couldn't|failed to|unable to) (?:reach|connect to)"
-        r" (?:the )?vllm server\b)"
-        # vLLM's request logger (entrypoints/logger.py: "Received request %s: prompt: %r,
-        # params: ...", "Generated response %s: output: %r"): a client's prompt or the
-        # model's answer quoted, any words in them (a user asking about a "CUDA error")
-        r"|\bReceived request \S+: prompt: |\bGenerated response \S+: output: "
-    )
-
-
-# A Ray daemon's own line (its log forwarded to the driver's console): Ray's, not vLLM's.
-_RAY_DAEMON = re.compile(
-    r"^\s*\((?:raylet|gcs_server|autoscaler|dashboard\w*)(?:, ip=[\w.:\-]+)?\) "
-)
-
-
-def ray_daemons(line: str) -> bool:
-    """Whether ``line`` (raw) is a Ray daemon's (raylet, GCS, autoscaler, dashboard): an
-    error it logs (a disk filling, a node's heartbeat) is Ray's, not vLLM's."""
-    return line.lstrip().startswith("(") and _RAY_DAEMON.match(line) is not None
-
-
-def access_line(text: str) -> bool:
-    """Whether ``text`` (normalised) is an HTTP server's access line, or a client's log of
-    its request to an OpenAI-style server (or of its failure to reach one): the status in
-    it is the server's answer to a client (vLLM's API server, a proxy beside it), never a
-    cause of a failed start (a hub's 401 or 404 reads the same words); or vLLM's log of a
-    request's prompt or a response's output, which quote what clients and the model wrote."""
-    return (
-        '" ' in text
-        or "HTTP Request: " in text
-        or "Max retries exceeded with url: /" in text
-        or "llm server" in text.lower()  # the pattern reads these words in any case
-        or "Received request " in text
-        or "Generated response " in text
-    ) and _access_line().search(text) is not None

@@ -1851,6 +1851,17 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # NCCL's shared-memory segment in /dev/shm, pasted without its WARN header
+    (
+        ["Error while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 9637888)"],
+        "cuda_fault",
+        False,
+    ),
+    (
+        ["failed to extend /dev/shm/nccl-Xq2mLb to 9637892 bytes"],
+        "cuda_fault",
+        False,
+    ),
     (
         [
             "vllm-r1-0-1:588:1290 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.244.2.9<43561> with status=12 opcode=129 len=0 vendor err 129 (Recv)"

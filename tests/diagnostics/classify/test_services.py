@@ -41,6 +41,22 @@ def test_another_services_ready_and_errors_are_not_vllms(exit_line):
     )
 
 
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("exit_line", [[], ["vllm-1 exited with code 1"]], ids=["cut", "exit"])
+def test_the_rest_of_another_services_line_cut_at_a_width_is_that_services(width, exit_line):
+    """A terminal cut every line at its width: the gutter is on each line's first part
+    only, and the web UI's "[Name or service not known]" is the rest of its line, not a
+    line of vLLM's (held-out AMQ, wrapped at 80: the UI's words beat vLLM's cause)."""
+    lines = [*START, *FAILURE, *exit_line, *UI_UP, UI_CANNOT_CONNECT]
+    cut = [line[i : i + width] for line in lines for i in range(0, len(line), width)]
+    assert cut[-1].startswith("ult [Name") if width == 80 else True
+    diagnosis = both_paths(cut)
+    assert (diagnosis.rule, diagnosis.state) == (
+        "max-model-len-above-model-limit",
+        State.FAILED_PERMANENT,
+    )
+
+
 def _coloured(line: str, colour: str) -> str:
     """``line`` as compose prints it on a terminal: its service's name and gutter in
     colour (a paste that kept the codes)."""
