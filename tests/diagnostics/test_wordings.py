@@ -1851,6 +1851,28 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         "cuda_fault",
         False,
     ),
+    # A tokenizer class no library ships lacks an attribute its code reads: the
+    # repository's own tokenizer on another transformers, pasted as the line alone
+    # (held-out AMV, AMX); transformers' and vLLM's own classes stay an exception as any.
+    (
+        ["AttributeError: 'ChatGLMTokenizer' object has no attribute 'tokenizer'"],
+        "remote_code",
+        True,
+    ),
+    (
+        ["baichuan  | AttributeError: 'BaichuanTokenizer' object has no attribute 'sp_model'"],
+        "remote_code",
+        True,
+    ),
+    (
+        [
+            "AttributeError: 'CachedQwen2TokenizerFast' object has no attribute "
+            "'all_special_tokens_extended'"
+        ],
+        "other",
+        False,
+    ),
+    (["AttributeError: 'MistralTokenizer' object has no attribute 'vocab'"], "other", False),
     # NCCL's shared-memory segment in /dev/shm, pasted without its WARN header
     (
         ["Error while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 9637888)"],

@@ -33,8 +33,18 @@ def test_the_traceback_after_a_logged_repr_judges_it():
 
 
 def test_a_logged_repr_alone_is_the_generic_exception_it_was():
-    verdict = both_paths([REPR])
+    verdict = both_paths([P + "AttributeError(\"'NoneType' object has no attribute 'shape'\")"])
     assert (verdict.rule, verdict.state) == ("unhandled-exception", State.FAILED_TRANSIENT)
+
+
+def test_a_logged_repr_alone_is_read_by_its_words():
+    """A tokenizer class no library ships, without the attribute its code reads: the
+    repository's own tokenizer, whatever shape the exception is printed in."""
+    verdict = both_paths([REPR])
+    assert (verdict.rule, verdict.state) == (
+        "remote-tokenizer-lacks-attribute",
+        State.FAILED_PERMANENT,
+    )
 
 
 def test_what_a_logged_repr_is():
