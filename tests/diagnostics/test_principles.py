@@ -839,8 +839,17 @@ def test_a_bare_connection_refused_is_the_hubs_only_after_its_retries():
 LOADING = "INFO 10-30 08:11:02 model_runner.py:1067] Loading model weights took 7.12 GB"
 
 
-def test_a_server_that_serves_is_up_without_uvicorns_lines():
-    routes = "INFO 10-30 08:11:15 launcher.py:19] Available routes are:"
+@pytest.mark.parametrize(
+    "routes",
+    [
+        "INFO 10-30 08:11:15 launcher.py:19] Available routes are:",
+        # one route, the list's header elided (held-out ANG)
+        "INFO 02-14 07:24:10 launcher.py:34] Route: /v1/chat/completions, Methods: POST",
+        "(APIServer pid=1) INFO 10-14 07:55:03 [launcher.py:44] Route: /openapi.json, "
+        "Methods: GET, HEAD",
+    ],
+)
+def test_a_server_that_serves_is_up_without_uvicorns_lines(routes):
     assert classify_lines([LOADING]).state is State.LOADING
     assert classify_lines([LOADING, routes]).state is State.READY
 

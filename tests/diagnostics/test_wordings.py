@@ -441,14 +441,15 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         )
     ),
     # Gloo could not link the ranks (its full mesh across hosts, a peer's connection
-    # closed): the ranks' link or another rank, as NCCL's own failures (held-out KW).
+    # closed): the ranks' link or another rank, transient; Gloo is no GPU's or NCCL's,
+    # so other (held-out KW; writers seven sets to two, stop 66).
     (
         [
             "(RayWorkerWrapper pid=2231, ip=10.0.1.12) ERROR 12-02 11:48:47 worker_base.py:467] "
             "RuntimeError: Gloo connectFullMesh failed with "
             "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
         ],
-        "cuda_fault",
+        "other",
         False,
     ),
     (
@@ -456,7 +457,7 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
             "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection "
             "closed by peer [10.0.1.12]:43817",
         ],
-        "cuda_fault",
+        "other",
         False,
     ),
     # No weights of the load format the start forced (logged among its arguments or in
