@@ -854,6 +854,19 @@ def test_a_server_that_serves_is_up_without_uvicorns_lines(routes):
     assert classify_lines([LOADING, routes]).state is State.READY
 
 
+def test_numpys_abi_warning_is_forgotten_by_a_start_that_goes_on():
+    """torch built against NumPy 1.x warns under NumPy 2 and goes on without numpy; an
+    extension that needs it fails its import. The warning alone ends the start only
+    where nothing after it shows the start going on."""
+    warned = [
+        "A module that was compiled using NumPy 1.x cannot be run in",
+        "NumPy 2.0.0 as it may crash. To support both 1.x and 2.x",
+        "versions of NumPy, modules must be compiled with NumPy 2.0.",
+    ]
+    assert classify_lines(warned).state is State.FAILED_PERMANENT
+    assert classify_lines([*warned, LOADING]).state is State.LOADING
+
+
 def test_a_marker_counts_only_where_its_whole_pattern_matches():
     """`when: after` markers are found by the block database, which holds patterns
     without their anchors: a login run is a marker at a prompt, not inside an echo

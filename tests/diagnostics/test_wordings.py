@@ -1874,6 +1874,19 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         False,
     ),
     (["AttributeError: 'MistralTokenizer' object has no attribute 'vocab'"], "other", False),
+    # numpy's warning that an extension built against NumPy 1.x is imported under 2.x:
+    # the image's packages (held-out ANA, the line alone)
+    (["A module that was compiled using NumPy 1.x cannot be run in"], "other", True),
+    # V0's profile: what is left for the KV cache is negative (held-out ANE, alone)
+    (
+        [
+            "INFO 02-10 16:47:31 worker.py:266] model weights take 14.25GiB; non_torch_memory "
+            "takes 0.16GiB; PyTorch activation peak memory takes 4.35GiB; the rest of the "
+            "memory reserved for KV Cache is -1.03GiB."
+        ],
+        "kv_cache",
+        True,
+    ),
     # NCCL's shared-memory segment in /dev/shm, pasted without its WARN header
     (
         ["Error while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 9637888)"],
