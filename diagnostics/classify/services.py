@@ -39,7 +39,8 @@ import re
 
 from diagnostics.classify.normalize import ISO_TIME, strip_ansi, wrapped_at_width
 
-# A compose line: the service's name (its instance number apart; a letter first, so a
+# A compose line: the service's name with its instance number (a scaled service's
+# containers, "replica-0" and "replica-2", are several servers; a letter first, so a
 # paste's line numbers, "12 | ...", are not names), padding, the gutter; after any colour
 # codes compose puts around the name, the time honcho and foreman (or a launcher, before
 # its tag) put first ("14:06:08 vllm.1   | "), and what a paste puts before every line
@@ -49,14 +50,14 @@ from diagnostics.classify.normalize import ISO_TIME, strip_ansi, wrapped_at_widt
 _SERVICE = re.compile(
     r"^[ \t]*(?:>[ \t]?)*(?:\x1b\[[\d;]*m)*"
     r"(?:(?:\d{4}-\d\d-\d\d[T ])?\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?"
-    r"(?:(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)?(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
+    r"(?:(?P<name>[A-Za-z][\w.\-]{0,63}?(?:[-_]\d+)?)(?:\x1b\[[\d;]*m)*[ \t]+\|(?: |$)"
     r"|\[(?P<tag>[A-Za-z][\w.\-/]{0,63})\](?:\x1b\[[\d;]*m)*(?: |$)"
     # GNU parallel's --tag: the argument, a tab, the program's line
     r"|(?P<tab>[A-Za-z][\w.\-]{0,63})\t(?=\S))"
 )
 # docker compose's own report that a service's container exited ("eval-1 exited with
-# code 1"): about that service, printed without its gutter.
-_COMPOSE_EXIT = re.compile(r"^\s*(?P<name>[A-Za-z][\w.\-]{0,63}?)(?:[-_]\d+)? exited with code \d+")
+# code 1"): about that container, printed without its gutter.
+_COMPOSE_EXIT = re.compile(r"^\s*(?P<name>[A-Za-z][\w.\-]{0,63}?(?:[-_]\d+)?) exited with code \d+")
 # A process supervisor's report of its program's end, in the supervisor's own log (a
 # tail of several files shows it under supervisord.log's header): supervisord's
 # "exited: vllm (terminated by SIGKILL; not expected)", "gave up: vllm entered FATAL

@@ -1874,6 +1874,12 @@ WORDINGS: list[tuple[list[str], str, bool]] = [
         False,
     ),
     (["AttributeError: 'MistralTokenizer' object has no attribute 'vocab'"], "other", False),
+    # a FUSE mount whose daemon is gone (held-out ANL: gcsfuse behind the model's path)
+    (
+        ["OSError: [Errno 107] Transport endpoint is not connected: '/data/models/gemma-2-9b-it'"],
+        "other",
+        False,
+    ),
     # numpy's warning that an extension built against NumPy 1.x is imported under 2.x:
     # the image's packages (held-out ANA, the line alone)
     (["A module that was compiled using NumPy 1.x cannot be run in"], "other", True),

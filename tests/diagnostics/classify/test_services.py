@@ -57,6 +57,19 @@ def test_the_rest_of_another_services_line_cut_at_a_width_is_that_services(width
     )
 
 
+def test_one_instance_of_a_scaled_service_up_does_not_clear_anothers_failure():
+    """`docker compose --scale` runs several containers of one service, each under its
+    own instance number ("replica-0", "replica-2"): two vLLM servers, as two services
+    (held-out ANL: one replica read a shard another left cut, and a third came up)."""
+    failed = [line.replace(VLLM, "vllm-2  | ") for line in [*START, *FAILURE]]
+    up = [line.replace(UI, "vllm-0  | ") for line in UI_UP]
+    diagnosis = both_paths([*failed, "vllm-2 exited with code 1", *up])
+    assert (diagnosis.rule, diagnosis.state) == (
+        "max-model-len-above-model-limit",
+        State.FAILED_PERMANENT,
+    )
+
+
 def _coloured(line: str, colour: str) -> str:
     """``line`` as compose prints it on a terminal: its service's name and gutter in
     colour (a paste that kept the codes)."""
