@@ -64,6 +64,8 @@ VLLM_CLASSES = (
 CACHED = "(?:Cached)?"
 # An exception line (YAML-quoted): an attribute a tokenizer class lacks when code reads it.
 LACKS = "'\\bAttributeError: ''CLS'' object has no attribute ''(?P<attr>\\w+)'''"
+# The same line read as any exception (unhandled-exception's captures: its cause's words).
+LACKS_AS_ANY = "'\\b(?P<exc>AttributeError): (?P<detail>''CLS'' object has no attribute ''\\w+'')'"
 # AutoTokenizer's wordings for a class it cannot find (4.x and 5.x), as YAML-quoted
 # regexes; CLS stands for the class name's group (written without a backslash, so it
 # reads the same in either quoting).
@@ -93,10 +95,14 @@ def _patterns(cls: str) -> list[str]:
     return [f"      - {wording.replace('CLS', cls)}" for wording in WORDINGS]
 
 
-def _generic_fix() -> str:
-    """unhandled-exception's fix, as rules/90-generic.yaml words it (one source)."""
-    rules = yaml.safe_load((ROOT / "rules" / "90-generic.yaml").read_text(encoding="utf-8"))
-    return next(r["fix"] for r in rules["rules"] if r["id"] == "unhandled-exception")
+def _worded(file: str, rule_id: str, key: str) -> list[str]:
+    """A rule's ``cause`` or ``fix`` as ``rules/<file>`` words it (one source for the words
+    the generated rules share with it), as the lines of a YAML folded block."""
+    rules = yaml.safe_load((ROOT / "rules" / file).read_text(encoding="utf-8"))
+    text = next(r[key] for r in rules["rules"] if r["id"] == rule_id)
+    return [f"    {key}: >-  # {rule_id}'s ({file}), read by the generator"] + [
+        f"      {line}" for line in textwrap.wrap(text, 82)
+    ]
 
 
 def render(data: dict) -> str:
@@ -176,12 +182,9 @@ def render_attributes(data: dict) -> str:
         "    when:",
         "      before_ready: true",
         "    patterns:",
-        f"      - {LACKS.replace('CLS', CACHED + ours)}",
-        "    cause: >-",
-        "      vLLM stopped with an error that matches no known cause: AttributeError: {cls}",
-        "      has no attribute {attr}",
-        "    fix: >-  # unhandled-exception's (rules/90-generic.yaml), read by the generator",
-        *(f"      {line}" for line in textwrap.wrap(_generic_fix(), 82)),
+        f"      - {LACKS_AS_ANY.replace('CLS', CACHED + ours)}",
+        *_worded("90-generic.yaml", "unhandled-exception", "cause"),
+        *_worded("90-generic.yaml", "unhandled-exception", "fix"),
         "",
         "  - id: remote-tokenizer-lacks-attribute",
         "    kind: structure",
@@ -200,14 +203,8 @@ def render_attributes(data: dict) -> str:
         "      before_ready: true",
         "    patterns:",
         f"      - {LACKS.replace('CLS', CACHED + '(?P<cls>[A-Za-z0-9_]+Tokenizer(?:Fast)?)')}",
-        "    cause: >-",
-        "      The model repository's own tokenizer {cls} fails on this image's transformers:",
-        "      it has no attribute '{attr}' when its code reads it (the code was written for",
-        "      another transformers).",
-        "    fix: >-",
-        "      Pin a revision of the model whose tokenizer code works with this transformers",
-        "      (MODEL_REVISION, or CODE_REVISION for the code alone), or use an image with the",
-        "      transformers version the repository was written for.",
+        *_worded("30-hub.yaml", "remote-code-tokenizer-broken", "cause"),
+        *_worded("30-hub.yaml", "remote-code-tokenizer-broken", "fix"),
         "",
     ]
     return "\n".join(lines)
